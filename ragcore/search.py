@@ -1,0 +1,229 @@
+"""Search: channels -> per-document aggregation -> fusion -> MMR -> hits (with `explain`).
+
+Channels: `dense` (cosine over the model's vectors, in the store), `lexical` (BM25 over the
+in-memory inverted index) and `sparse` (the model's lexical weights, when it has them). Each
+channel's chunk hits are aggregated per document (a document scores as its best chunk), then
+the channels are fused (`ragcore.fusion`), then MMR reorders the head of the list for
+diversity. `explain=True` attaches, to each hit, its rank and score in every channel and the
+contribution of each to the fused score.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ragcore.fusion import FusionConfig, fuse
+from ragcore.index import Index
+from ragcore.lexical import term_frequencies
+from ragcore.store import Filter
+
+__all__ = ["ChannelHit", "Hit", "SearchConfig", "SearchResult", "search"]
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    candidates: int = 100  # chunk hits asked of each channel
+    mmr_lambda: float = 1.0  # 1.0 = relevance only; lower trades relevance for diversity
+    mmr_window: int = 20  # MMR reorders this many of the top documents
+    snippet_chars: int = 240
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+
+
+@dataclass
+class ChannelHit:
+    rank: int  # 1-based rank of the document in this channel
+    score: float  # the channel's raw score of the document's best chunk
+    chunk_id: str
+
+
+@dataclass
+class Hit:
+    doc_id: str
+    score: float
+    chunk_id: str
+    title: str
+    heading: str
+    snippet: str
+    payload: dict[str, Any]
+    channels: dict[str, ChannelHit] = field(default_factory=dict)
+    contributions: dict[str, float] = field(default_factory=dict)
+
+    def explain(self) -> dict[str, Any]:
+        return {
+            "fused": round(self.score, 6),
+            "channels": {
+                name: {
+                    "rank": c.rank,
+                    "score": round(c.score, 6),
+                    "chunk": c.chunk_id,
+                    "contribution": round(self.contributions.get(name, 0.0), 6),
+                }
+                for name, c in self.channels.items()
+            },
+        }
+
+
+@dataclass
+class SearchResult:
+    hits: list[Hit]
+    generation: str | None
+    degraded: str | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
+
+
+def _per_document(index: Index, chunk_hits: list[tuple[str, float]]) -> dict[str, ChannelHit]:
+    """Best chunk per document, ranked by score (1-based)."""
+    best: dict[str, tuple[str, float]] = {}
+    for chunk_id, score in chunk_hits:
+        payload = index.payloads.get(chunk_id)
+        if payload is None:
+            continue
+        doc_id = payload["doc_id"]
+        if doc_id not in best or score > best[doc_id][1]:
+            best[doc_id] = (chunk_id, score)
+    ordered = sorted(best.items(), key=lambda kv: -kv[1][1])
+    return {
+        doc: ChannelHit(rank, score, chunk)
+        for rank, (doc, (chunk, score)) in enumerate(ordered, start=1)
+    }
+
+
+def _allowed(index: Index, flt: Filter | None) -> set[str] | None:
+    if flt is None or flt.is_empty():
+        return None
+    return {cid for cid, payload in index.payloads.items() if flt.matches(payload)}
+
+
+def _sparse_search(
+    index: Index, query: dict[int, float], limit: int, allowed: set[str] | None
+) -> list[tuple[str, float]]:
+    scores = []
+    for chunk_id, vec in index.sparse.items():
+        if allowed is not None and chunk_id not in allowed:
+            continue
+        s = sum(w * vec.get(t, 0.0) for t, w in query.items())
+        if s > 0:
+            scores.append((chunk_id, s))
+    scores.sort(key=lambda x: -x[1])
+    return scores[:limit]
+
+
+def _snippet(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
+def search(
+    index: Index,
+    query: str,
+    *,
+    limit: int = 10,
+    flt: Filter | None = None,
+    config: SearchConfig | None = None,
+    use_dense: bool = True,
+) -> SearchResult:
+    """Top `limit` documents for `query`. Raises `IndexInconsistent` rather than answering from
+    a damaged index. `use_dense=False` answers from the lexical channels alone (used while the
+    model loads); the result then says `degraded`."""
+    config = config or SearchConfig()
+    timings: dict[str, float] = {}
+    with index.lock:
+        t0 = time.perf_counter()
+        index.check(raise_on_error=True)
+        query = query.strip()
+        if not query:
+            return SearchResult([], index.generation)
+        allowed = _allowed(index, flt)
+        channels: dict[str, dict[str, ChannelHit]] = {}
+        degraded = None
+        q_emb = None
+        t = time.perf_counter()
+        q_tf = term_frequencies(index.tokenizer(query))
+        channels["lexical"] = _per_document(
+            index, index.bm25.search(q_tf, config.candidates, allowed)
+        )
+        timings["lexical"] = (time.perf_counter() - t) * 1000
+        if use_dense:
+            t = time.perf_counter()
+            q_emb = index.embedder.embed_query(query)
+            timings["embed"] = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            dense_hits = index.store.search_dense(q_emb.dense, config.candidates, flt)
+            channels["dense"] = _per_document(index, dense_hits)
+            timings["dense"] = (time.perf_counter() - t) * 1000
+            if q_emb.sparse and index.sparse:
+                channels["sparse"] = _per_document(
+                    index, _sparse_search(index, q_emb.sparse, config.candidates, allowed)
+                )
+        else:
+            degraded = "model loading: lexical channel only"
+        fused, contributions, weights = fuse(channels, config.fusion)
+        ranked = sorted(fused.items(), key=lambda kv: -kv[1])
+        if config.mmr_lambda < 1.0 and q_emb is not None and len(ranked) > 1:
+            ranked = _mmr(index, ranked, channels, config)
+        hits = []
+        for doc_id, score in ranked[:limit]:
+            doc_channels = {name: ch[doc_id] for name, ch in channels.items() if doc_id in ch}
+            # The chunk shown for the document: its best-ranked one across channels.
+            best = min(doc_channels.values(), key=lambda c: c.rank)
+            payload = index.payloads[best.chunk_id]
+            hits.append(
+                Hit(
+                    doc_id=doc_id,
+                    score=score,
+                    chunk_id=best.chunk_id,
+                    title=payload.get("title", ""),
+                    heading=payload.get("heading", ""),
+                    snippet=_snippet(
+                        payload.get("text", "") or payload.get("title", ""), config.snippet_chars
+                    ),
+                    payload=payload,
+                    channels=doc_channels,
+                    contributions=contributions.get(doc_id, {}),
+                )
+            )
+        timings["total"] = (time.perf_counter() - t0) * 1000
+        return SearchResult(hits, index.generation, degraded, timings, weights)
+
+
+def _mmr(
+    index: Index,
+    ranked: list[tuple[str, float]],
+    channels: dict[str, dict[str, ChannelHit]],
+    config: SearchConfig,
+) -> list[tuple[str, float]]:
+    """Maximal marginal relevance over the top `mmr_window` documents (dense vectors of each
+    document's best dense chunk); the tail keeps its order."""
+    window = ranked[: config.mmr_window]
+    dense = channels.get("dense", {})
+    chunk_of = {d: (dense[d].chunk_id if d in dense else None) for d, _ in window}
+    vectors = index.dense_vectors([c for c in chunk_of.values() if c])
+    scores = np.array([s for _, s in window], dtype=np.float64)
+    span = scores.max() - scores.min()
+    rel = (scores - scores.min()) / span if span > 0 else np.ones_like(scores)
+    chosen: list[int] = []
+    rest = list(range(len(window)))
+    lam = config.mmr_lambda
+    while rest:
+        best_i, best_val = rest[0], -np.inf
+        for i in rest:
+            vi = vectors.get(chunk_of[window[i][0]] or "")
+            sim = 0.0
+            if vi is not None and chosen:
+                sims = [
+                    float(vi @ vectors[chunk_of[window[j][0]]])
+                    for j in chosen
+                    if chunk_of[window[j][0]] in vectors
+                ]
+                sim = max(sims) if sims else 0.0
+            val = lam * rel[i] - (1 - lam) * sim
+            if val > best_val:
+                best_i, best_val = i, val
+        chosen.append(best_i)
+        rest.remove(best_i)
+    return [window[i] for i in chosen] + ranked[config.mmr_window :]

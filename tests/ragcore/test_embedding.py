@@ -1,0 +1,54 @@
+import sys
+
+import numpy as np
+import pytest
+
+from ragcore import CachedEmbedder, EmbedderError, EmbeddingCache, MiniLMEmbedder, make_embedder
+from ragcore.embedding import Embedding
+
+
+def test_minilm_gives_unit_vectors_and_ranks_paraphrases_close(minilm):
+    a, b, c = minilm.embed_documents(
+        [
+            "How do I restart the daemon?",
+            "What is the way to relaunch the background server?",
+            "Bananas are rich in potassium.",
+        ]
+    )
+    assert a.dense.shape == (384,) and a.sparse is None
+    assert np.linalg.norm(a.dense) == pytest.approx(1.0, abs=1e-5)
+    assert float(a.dense @ b.dense) > float(a.dense @ c.dense) + 0.2
+
+
+def test_the_cache_serves_unchanged_text_without_calling_the_model(minilm, tmp_path):
+    cache = EmbeddingCache(tmp_path)
+    first = CachedEmbedder(minilm, cache)
+    vecs = first.embed_documents(["one", "two", "one"])
+    assert first.stats.model_calls == 1 and first.stats.texts_embedded == 2
+    again = CachedEmbedder(minilm, EmbeddingCache(tmp_path))  # a new process would do this
+    same = again.embed_documents(["two", "one"])
+    assert again.stats.model_calls == 0 and again.stats.cache_hits == 2
+    assert np.array_equal(same[1].dense, vecs[0].dense)
+
+
+def test_the_cache_keeps_models_apart_and_stores_sparse_vectors(tmp_path):
+    cache = EmbeddingCache(tmp_path)
+    cache.put_many("m1", [("h", Embedding(np.ones(2, "float32"), {3: 0.5, 9: 1.25}))])
+    assert cache.get_many("m2", ["h"]) == {}
+    got = cache.get_many("m1", ["h"])["h"]
+    assert got.sparse == {3: 0.5, 9: 1.25} and got.dense.tolist() == [1.0, 1.0]
+
+
+def test_unknown_embedder_names_the_choices():
+    with pytest.raises(EmbedderError, match="minilm, bge-m3"):
+        make_embedder("word2vec")
+
+
+def test_minilm_refuses_a_directory_without_a_model(tmp_path):
+    with pytest.raises(EmbedderError, match="no sentence-transformers model"):
+        MiniLMEmbedder(tmp_path)
+
+
+def test_queries_run_on_one_torch_thread(minilm):
+    minilm.embed_query("hello")
+    assert sys.modules["torch"].get_num_threads() == 1

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from memory_agent import __version__
 from memory_agent import config as config_mod
 
 EMBEDDERS = ("minilm", "bge-m3")
@@ -57,6 +58,176 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _memory(args: argparse.Namespace):
+    from memory_agent.memory import Memory
+
+    return Memory(config_mod.load({"home": args.home}))
+
+
+def _body(args: argparse.Namespace) -> str:
+    if args.body is not None:
+        return args.body
+    if sys.stdin is None or sys.stdin.isatty():
+        raise SystemExit("memory-agent: give the body with --body TEXT or on stdin")
+    return sys.stdin.read()
+
+
+def _emit(args: argparse.Namespace, reply: dict, human) -> int:
+    if args.json:
+        print(json.dumps(reply, ensure_ascii=False))
+    else:
+        human(reply)
+    return 0
+
+
+def _print_write(reply: dict) -> None:
+    status = reply.get("status")
+    if status == "duplicate":
+        print(
+            f"duplicate of {reply['duplicate_of']} (score {reply['score']}, {reply.get('match')}); "
+            "nothing written"
+        )
+    elif status == "preview":
+        for path, text in reply["preview"].items():
+            print(f"--- would write {path}\n{text}")
+        print("nothing written; run again with --confirm to write")
+    else:
+        print(
+            f"{status}: {reply['id']}  commit {str(reply.get('commit'))[:12]}  "
+            f"index {reply.get('generation')}"
+        )
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from memory_agent.memory import Memory
+
+    cfg = config_mod.load({"home": args.home})
+    memory = Memory(cfg)
+    reply = memory.init(demo=args.demo, embedder=args.embedder)
+
+    def human(r: dict) -> None:
+        print(
+            f"home {r['home']} (knowledge base {r['kb']}, "
+            f"{'new repository' if r['created_repo'] else 'existing repository adopted'})"
+        )
+        if r["demo_entries_added"]:
+            print(f"added {r['demo_entries_added']} demo entries in commit {r['commit'][:12]}")
+        print(f"embedder {r['embedder']}; index {r['index']}")
+
+    return _emit(args, reply, human)
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from memory_agent.gateway import Gateway
+
+    reply = Gateway(_memory(args)).add(
+        args.title, _body(args), type=args.type, tags=args.tag, request_id=args.request_id
+    )
+    return _emit(args, reply, _print_write)
+
+
+def cmd_supersede(args: argparse.Namespace) -> int:
+    from memory_agent.gateway import Gateway
+
+    reply = Gateway(_memory(args)).supersede(
+        args.old_id,
+        args.title,
+        _body(args),
+        type=args.type,
+        tags=args.tag,
+        confirm=args.confirm,
+        request_id=args.request_id,
+    )
+    return _emit(args, reply, _print_write)
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    from memory_agent.gateway import Gateway
+
+    reply = Gateway(_memory(args)).archive(
+        args.id, args.reason, confirm=args.confirm, request_id=args.request_id
+    )
+    return _emit(args, reply, _print_write)
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    reply = _memory(args).get(args.id)
+
+    def human(r: dict) -> None:
+        print(f"{r['id']}  [{r['type']}, {r['status']}{'' if r['writable'] else ', read-only'}]")
+        print(f"# {r['title']}\n")
+        print(r["body"])
+        print(f"\n({r['path']})")
+
+    return _emit(args, reply, human)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    reply = _memory(args).search(
+        args.query,
+        limit=args.limit,
+        types=args.type,
+        tags=args.tag,
+        include_readonly=not args.kb_only,
+        include_archived=args.include_archived,
+        explain=args.explain,
+    )
+
+    def human(r: dict) -> None:
+        if r.get("degraded"):
+            print(f"(degraded: {r['degraded']})")
+        if not r["hits"]:
+            print("no matches")
+        for n, h in enumerate(r["hits"], start=1):
+            ro = "" if h["writable"] else f" [read-only: {h['source']}]"
+            print(
+                f"{n:2d}. {h['score']:.3f}  {h['id']}  ({h['type']}){ro}\n    {h['title']}\n"
+                f"    {h['snippet']}"
+            )
+            if "why" in h:
+                for name, c in h["why"]["channels"].items():
+                    print(
+                        f"      {name:8s} rank {c['rank']:3d}  score {c['score']:.4f}  "
+                        f"contributes {c['contribution']:.4f}"
+                    )
+
+    return _emit(args, reply, human)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    reply = _memory(args).status()
+
+    def human(r: dict) -> None:
+        state = "consistent" if r["consistent"] else "INCONSISTENT: " + "; ".join(r["problems"])
+        print(
+            f"index {r['generation']} ({state}): {r['entries']} entries, {r['points']} points, "
+            f"embedder {r['embedder']}"
+        )
+        for s in r["sources"]:
+            flags = ("writable" if s["writable"] else "read-only") + (
+                "" if s["available"] else ", UNAVAILABLE"
+            )
+            print(f"  {s['label']:16s} {s['entries']:5d} entries  ({flags})  {s['path']}")
+            for problem in s.get("problems", [])[:5]:
+                print(f"      ! {problem}")
+        if r["pending"]:
+            print(f"  {r['pending']} unfinished write(s) will be completed by the next write")
+
+    return _emit(args, reply, human)
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    reply = _memory(args).rebuild()
+    return _emit(
+        args,
+        reply,
+        lambda r: print(
+            f"built {r['generation']}: {r['documents']} documents, {r['chunks']} chunks in "
+            f"{r['seconds']} s"
+        ),
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memory-agent",
@@ -66,7 +237,81 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--home", help="home directory (default: $MEMORY_AGENT_HOME or ~/.memory-agent)"
     )
+    parser.add_argument("--version", action="version", version=f"memory-agent {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, func, help: str, description: str | None = None):
+        p = sub.add_parser(name, help=help, description=description or help)
+        p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+        p.add_argument(
+            "--home",
+            default=argparse.SUPPRESS,
+            help="home directory (default: $MEMORY_AGENT_HOME or ~/.memory-agent)",
+        )
+        p.set_defaults(func=func)
+        return p
+
+    p = command(
+        "init",
+        cmd_init,
+        "create (or adopt) the home and its git knowledge base",
+        "Create the home directory and kb/ as a git repository (an existing directory "
+        "or repository is adopted, never overwritten), then build the index.",
+    )
+    p.add_argument(
+        "--embedder",
+        choices=EMBEDDERS,
+        help="write this embedder to config.toml (default for new homes: bge-m3)",
+    )
+    p.add_argument("--demo", action="store_true", help="add the demo entries (one commit)")
+
+    p = command("add", cmd_add, "add an entry (dedup, validate, write, commit, index)")
+    p.add_argument("--title", required=True)
+    p.add_argument(
+        "--type",
+        default="note",
+        help="principle, correction, decision, guideline, "
+        "pitfall, process, model, fact, preference or note (default note)",
+    )
+    p.add_argument("--tag", action="append", help="a tag; repeat for more")
+    p.add_argument("--body", help="the text (default: read stdin)")
+    p.add_argument("--request-id", help="retrying with the same id returns the first reply")
+
+    p = command("get", cmd_get, "show one entry, read from disk")
+    p.add_argument("id")
+
+    p = command("search", cmd_search, "search the knowledge base and the read-only corpora")
+    p.add_argument("query")
+    p.add_argument("--limit", type=int, default=8)
+    p.add_argument("--type", action="append", help="only this type; repeat for more")
+    p.add_argument("--tag", action="append", help="only entries with this tag; repeat for more")
+    p.add_argument("--kb-only", action="store_true", help="leave out the read-only corpora")
+    p.add_argument("--include-archived", action="store_true")
+    p.add_argument("--explain", action="store_true", help="show each channel's rank and score")
+
+    p = command(
+        "supersede",
+        cmd_supersede,
+        "replace an entry with a new one (preview first)",
+        "Write a new entry that supersedes OLD_ID and mark OLD_ID superseded, in one "
+        "commit. Without --confirm, show both files as they would be written.",
+    )
+    p.add_argument("old_id")
+    p.add_argument("--title", required=True)
+    p.add_argument("--body", help="the text (default: read stdin)")
+    p.add_argument("--type", help="default: the old entry's type")
+    p.add_argument("--tag", action="append", help="default: the old entry's tags")
+    p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
+    p.add_argument("--request-id")
+
+    p = command("archive", cmd_archive, "retire an entry with a reason (preview first)")
+    p.add_argument("id")
+    p.add_argument("--reason", required=True)
+    p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
+    p.add_argument("--request-id")
+
+    command("status", cmd_status, "index generation, consistency, sources, pending writes")
+    command("rebuild", cmd_rebuild, "build a fresh index generation from the files")
 
     p = sub.add_parser(
         "eval",
@@ -91,10 +336,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from memory_agent.errors import MemoryAgentError
+    from ragcore import RagcoreError
+
     try:
         return args.func(args)
-    except ValueError as exc:  # configuration errors
-        print(f"memory-agent: {exc}", file=sys.stderr)
+    except (MemoryAgentError, RagcoreError, ValueError) as exc:
+        from memory_agent.errors import Invalid
+
+        err = exc if isinstance(exc, MemoryAgentError) else Invalid(str(exc))
+        if isinstance(exc, RagcoreError):
+            err.code = "index"
+        if getattr(args, "json", False):
+            print(json.dumps(err.as_json(), ensure_ascii=False))
+        print(f"memory-agent {args.command}: {exc}", file=sys.stderr)
         return 2
 
 

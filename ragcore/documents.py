@@ -54,11 +54,19 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*")
 
 
 def normalize_text(text: str) -> str:
-    """NFKC (full-width ASCII becomes half-width; CJK characters are left alone), no control
-    characters, CRLF to LF, runs of spaces folded. Never lower-cases: that is the tokenizer's job."""
-    text = unicodedata.normalize("NFKC", text).replace("\r\n", "\n").replace("\r", "\n")
+    """Clean text for storage and display: NFC (composed characters, so the same word has one
+    spelling), no control characters, CRLF to LF, runs of spaces folded, trailing spaces gone.
+    Chinese text and full-width punctuation are left exactly as written; the folding that
+    matching needs (NFKC, lower case) is the tokenizer's job (`fold_text`)."""
+    text = unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n")
     text = text.translate(_CONTROL)
     return "\n".join(_SPACES.sub(" ", line).rstrip() for line in text.split("\n")).strip()
+
+
+def fold_text(text: str) -> str:
+    """Text for matching: NFKC (full-width Ａ１ become A1, compatibility forms unfold) and lower
+    case. CJK ideographs are unchanged by NFKC."""
+    return unicodedata.normalize("NFKC", text).lower()
 
 
 def wikilinks(text: str) -> list[str]:

@@ -42,19 +42,25 @@ class FusionConfig:
             raise ValueError(f"unknown fusion method {self.method!r}: use 'score' or 'rrf'")
 
 
-def _minmax(hits: dict[str, Any]) -> dict[str, float]:
+def _minmax(hits: dict[str, Any], floor: float | None) -> dict[str, float]:
     if not hits:
         return {}
     scores = [h.score for h in hits.values()]
-    lo, hi = min(scores), max(scores)
+    lo, hi = (min(scores) if floor is None else floor), max(scores)
     if hi <= lo:
         return dict.fromkeys(hits, 1.0)
     return {doc: (h.score - lo) / (hi - lo) for doc, h in hits.items()}
 
 
 def fuse(
-    channels: dict[str, dict[str, Any]], config: FusionConfig
+    channels: dict[str, dict[str, Any]],
+    config: FusionConfig,
+    floors: dict[str, float] | None = None,
 ) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, float]]:
+    """Fuse channel hits. `floors[c]`, when given, is the score every document missing from
+    channel c has (0 for a lexical channel that returned all its matches); without it the
+    channel's lowest candidate is taken as the floor."""
+    floors = floors or {}
     weights = {name: config.weights.get(name, 0.0) for name in channels}
     total = sum(weights.values()) or 1.0
     weights = {name: w / total for name, w in weights.items()}
@@ -65,7 +71,7 @@ def fuse(
         if config.method == "rrf":
             parts = {doc: w / (config.rrf_k + h.rank) for doc, h in hits.items()}
         else:
-            parts = {doc: w * v for doc, v in _minmax(hits).items()}
+            parts = {doc: w * v for doc, v in _minmax(hits, floors.get(name)).items()}
         for doc, c in parts.items():
             fused[doc] = fused.get(doc, 0.0) + c
             contributions.setdefault(doc, {})[name] = c

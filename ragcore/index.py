@@ -412,13 +412,15 @@ class Index:
         docs: Iterable[Document],
         *,
         sources: Iterable[str] | None = None,
+        keep: Iterable[str] = (),
         progress: Progress | None = None,
     ) -> RefreshReport:
         """Bring the live generation in line with `docs`.
 
         Documents whose content hash changed are re-chunked and re-embedded (the cache makes
         unchanged chunks free); documents of `sources` (all sources when None) that are not in
-        `docs` are removed. Documents of other sources are left alone.
+        `docs` are removed, except the ids in `keep` (files that exist but cannot be read
+        right now keep their last good version). Documents of other sources are left alone.
         """
         with self.lock:
             self._ensure_open()
@@ -427,7 +429,7 @@ class Index:
             known: dict[str, Any] = self._manifest["docs"]
             report = RefreshReport(self._generation or "")
             docs = list(docs)
-            wanted = {d.id for d in docs}
+            wanted = {d.id for d in docs} | set(keep)
             scope = set(sources) if sources is not None else None
             changed = [d for d in docs if known.get(d.id, {}).get("hash") != d.content_hash]
             gone = [

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ragcore.documents import fold_text
+
 __all__ = ["BM25Index", "Tokenizer", "term_id", "term_frequencies"]
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
@@ -53,7 +55,7 @@ class Tokenizer:
 
     def __call__(self, text: str) -> list[str]:
         tokens: list[str] = []
-        for match in _WORD.finditer(text.lower()):
+        for match in _WORD.finditer(fold_text(text)):
             word = match.group(0)
             if _CJK.match(word):
                 tokens.extend(self._chinese(word))
@@ -118,11 +120,14 @@ def term_frequencies(tokens: Iterable[str]) -> dict[int, float]:
 class BM25Index:
     """Inverted index of term-frequency vectors with exact BM25 scoring.
 
+    k1 = 0.9, b = 0.4 are Anserini's defaults; on all three benchmarks they beat Lucene's
+    1.2 / 0.75 (experiments/retrieval-baselines).
+
     Keys are arbitrary strings (chunk ids). `add`/`remove` keep the statistics exact; `search`
     returns the top `limit` keys by BM25 with their scores, optionally restricted to `allowed`.
     """
 
-    def __init__(self, k1: float = 1.2, b: float = 0.75):
+    def __init__(self, k1: float = 0.9, b: float = 0.4):
         self.k1 = k1
         self.b = b
         self._slot: dict[str, int] = {}

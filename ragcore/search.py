@@ -144,9 +144,11 @@ def search(
         q_emb = None
         t = time.perf_counter()
         q_tf = term_frequencies(index.tokenizer(query))
-        channels["lexical"] = _per_document(
-            index, index.bm25.search(q_tf, config.candidates, allowed)
-        )
+        lexical_hits = index.bm25.search(q_tf, config.candidates, allowed)
+        channels["lexical"] = _per_document(index, lexical_hits)
+        floors: dict[str, float] = {}
+        if len(lexical_hits) < config.candidates:  # every match is in: the rest score 0
+            floors["lexical"] = 0.0
         timings["lexical"] = (time.perf_counter() - t) * 1000
         if use_dense:
             t = time.perf_counter()
@@ -157,12 +159,13 @@ def search(
             channels["dense"] = _per_document(index, dense_hits)
             timings["dense"] = (time.perf_counter() - t) * 1000
             if q_emb.sparse and index.sparse:
-                channels["sparse"] = _per_document(
-                    index, _sparse_search(index, q_emb.sparse, config.candidates, allowed)
-                )
+                sparse_hits = _sparse_search(index, q_emb.sparse, config.candidates, allowed)
+                channels["sparse"] = _per_document(index, sparse_hits)
+                if len(sparse_hits) < config.candidates:
+                    floors["sparse"] = 0.0
         else:
             degraded = "model loading: lexical channel only"
-        fused, contributions, weights = fuse(channels, config.fusion)
+        fused, contributions, weights = fuse(channels, config.fusion, floors)
         ranked = sorted(fused.items(), key=lambda kv: -kv[1])
         if config.mmr_lambda < 1.0 and q_emb is not None and len(ranked) > 1:
             ranked = _mmr(index, ranked, channels, config)
@@ -204,8 +207,7 @@ def _mmr(
     chunk_of = {d: (dense[d].chunk_id if d in dense else None) for d, _ in window}
     vectors = index.dense_vectors([c for c in chunk_of.values() if c])
     scores = np.array([s for _, s in window], dtype=np.float64)
-    span = scores.max() - scores.min()
-    rel = (scores - scores.min()) / span if span > 0 else np.ones_like(scores)
+    rel = scores / scores.max() if scores.max() > 0 else np.ones_like(scores)
     chosen: list[int] = []
     rest = list(range(len(window)))
     lam = config.mmr_lambda

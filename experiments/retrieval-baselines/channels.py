@@ -48,7 +48,8 @@ def main(bench: str, out: str, tokenizer_spec: str = "stem,jieba,bigrams") -> No
         )
         rows = {}
         for qid, text in queries:
-            lex = _per_document(index, index.bm25.search(term_frequencies(tok(text)), 100))
+            lex_hits = index.bm25.search(term_frequencies(tok(text)), 100)
+            lex = _per_document(index, lex_hits)
             q = emb.embed_query(text)
             dense = _per_document(index, index.store.search_dense(q.dense, 100))
             rows[qid] = {
@@ -58,6 +59,7 @@ def main(bench: str, out: str, tokenizer_spec: str = "stem,jieba,bigrams") -> No
                 "dense": [
                     [d, h.score] for d, h in sorted(dense.items(), key=lambda kv: kv[1].rank)
                 ],
+                "lexical_exhaustive": len(lex_hits) < 100,
             }
         index.close()
     Path(out).parent.mkdir(parents=True, exist_ok=True)

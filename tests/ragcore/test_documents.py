@@ -67,10 +67,15 @@ def test_wikilinks_with_labels_and_anchors():
     ]
 
 
-def test_normalize_text_is_safe_for_chinese():
-    assert (
-        normalize_text("ＡＢＣ１２３\u3000中文，标点。\r\n\x07next") == "ABC123 中文,标点。\nnext"
-    )
+def test_normalize_text_keeps_chinese_and_full_width_punctuation_as_written():
+    assert normalize_text("ＡＢＣ\u3000中文，标点。  \r\n\x07next") == "ＡＢＣ 中文，标点。\nnext"
+    assert normalize_text("cafe\u0301") == "caf\u00e9"  # one spelling per word (NFC)
+
+
+def test_full_width_letters_match_their_ascii_form_in_the_tokenizer():
+    from ragcore import Tokenizer
+
+    assert Tokenizer()("ＱＤＲＡＮＴ　ｌｏｃａｌ") == Tokenizer()("qdrant local")
 
 
 def test_load_markdown_reads_frontmatter_and_title(tmp_path: Path):

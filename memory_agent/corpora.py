@@ -1,0 +1,98 @@
+"""Read-only corpora: Markdown from the user's project repositories, listed in `repos.json`.
+
+    [{"label": "agent-infra", "path": "/home/me/src/agent-infra",
+      "include": ["docs/**", "*.md"], "exclude": ["docs/archive/**"]}]
+
+Ids are `<label>/<relative path>`, so two repositories' README.md stay apart. Only `.md` files;
+`.git`, `node_modules`, `outputs`, build and cache folders are never read. A corpus whose root
+is missing or unreadable is reported as unavailable and its indexed entries are kept (never
+silently dropped); entries of a corpus can never be superseded or archived.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragcore import Document, DocumentError, load_markdown, scan_markdown
+
+__all__ = ["Corpus", "CorpusError", "load_corpora", "read_corpus"]
+
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+RESERVED_LABELS = {"kb"}
+
+
+class CorpusError(ValueError):
+    """repos.json is malformed; the message names the entry and the fix."""
+
+
+@dataclass(frozen=True)
+class Corpus:
+    label: str
+    path: Path
+    include: tuple[str, ...] = ("*.md",)
+    exclude: tuple[str, ...] = ()
+
+    @property
+    def available(self) -> bool:
+        return self.path.is_dir() and os.access(self.path, os.R_OK | os.X_OK)
+
+
+def load_corpora(repos_file: Path) -> list[Corpus]:
+    """Parse repos.json; a missing file means no corpora."""
+    if not repos_file.is_file():
+        return []
+    try:
+        rows = json.loads(repos_file.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CorpusError(f"{repos_file}: not valid JSON ({exc}); see repos.example.json") from exc
+    if not isinstance(rows, list):
+        raise CorpusError(f"{repos_file}: must be a JSON list of {{label, path}} objects")
+    corpora, seen = [], set()
+    for i, row in enumerate(rows):
+        where = f"{repos_file} entry {i}"
+        if not isinstance(row, dict) or "label" not in row or "path" not in row:
+            raise CorpusError(f'{where}: needs "label" and "path"')
+        label = row["label"]
+        if not isinstance(label, str) or not LABEL_RE.match(label) or label in RESERVED_LABELS:
+            raise CorpusError(
+                f"{where}: label {label!r} must be letters, digits, '.', '_' or '-' "
+                f"(and not {', '.join(sorted(RESERVED_LABELS))})"
+            )
+        if label in seen:
+            raise CorpusError(f"{where}: label {label!r} is used twice; labels keep ids apart")
+        seen.add(label)
+        include = row.get("include") or ["*.md"]
+        exclude = row.get("exclude") or []
+        if not all(isinstance(p, str) for p in [*include, *exclude]):
+            raise CorpusError(f"{where}: include and exclude are lists of glob patterns")
+        path = Path(os.path.expanduser(str(row["path"])))
+        corpora.append(Corpus(label, path, tuple(include), tuple(exclude)))
+    return corpora
+
+
+@dataclass
+class CorpusScan:
+    documents: list[Document] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def read_corpus(corpus: Corpus) -> CorpusScan:
+    """Every Markdown document of an available corpus; unreadable files are listed, not fatal."""
+    scan = CorpusScan()
+    for rel, full in scan_markdown(corpus.path, include=corpus.include, exclude=corpus.exclude):
+        try:
+            doc = load_markdown(full, f"{corpus.label}/{rel}", source=corpus.label)
+        except DocumentError as exc:
+            scan.skipped.append(str(exc))
+            continue
+        meta = {k: v for k, v in doc.meta.items() if k in ("tags", "type", "created")}
+        meta["status"] = "active"
+        meta.setdefault("type", "note")
+        if not isinstance(meta.get("type"), str):
+            meta["type"] = "note"
+        scan.documents.append(Document(doc.id, doc.title, doc.body, meta, doc.source, doc.path))
+    return scan

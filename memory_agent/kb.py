@@ -1,0 +1,312 @@
+"""Knowledge-base entries: the schema, validation, ids, and reading and writing entry files.
+
+An entry is `kb/<type>/<id>.md`: YAML frontmatter, then a Markdown body.
+
+    ---
+    id: qdrant-local-mode-single-process
+    title: Qdrant local mode allows one process per path
+    type: pitfall
+    status: active
+    created: 2026-05-02T10:15:00Z
+    tags: [search, qdrant]
+    ---
+    The client takes an exclusive file lock ...
+
+Required: id, title, type, status, created. Lifecycle: supersedes, superseded_by, superseded_at,
+archived_at, archive_reason. Optional: tags, source, updated. `validate` returns every problem
+at once, each naming the field, what is wrong and how to fix it; `ValidationError` carries them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ragcore import Document, normalize_text
+
+__all__ = [
+    "ENTRY_TYPES",
+    "STATUSES",
+    "Entry",
+    "ValidationError",
+    "entry_path",
+    "make_id",
+    "parse_entry",
+    "read_entry",
+    "render_entry",
+    "validate",
+]
+
+ENTRY_TYPES = ("principle", "correction", "decision", "guideline", "pitfall", "process", "model",
+               "fact", "preference", "note")  # fmt: skip
+STATUSES = ("active", "superseded", "archived")
+REQUIRED = ("id", "title", "type", "status", "created")
+LIFECYCLE = ("supersedes", "superseded_by", "superseded_at", "archived_at", "archive_reason")
+OPTIONAL = ("tags", "source", "updated")
+KEY_ORDER = REQUIRED + ("tags",) + LIFECYCLE + ("source", "updated")
+ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,78}[a-z0-9]$")
+TAG_RE = re.compile(r"^[\w][\w.+-]{0,39}$")
+MAX_TITLE = 200
+MAX_BODY = 100_000
+
+
+class ValidationError(ValueError):
+    """An entry that must not be written. `problems` lists every field problem found."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid entry: " + "; ".join(problems))
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(value: Any) -> dt.datetime | None:
+    if isinstance(value, dt.datetime):
+        return value
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC)
+    if isinstance(value, str):
+        try:
+            return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return None
+
+
+def make_id(title: str, taken: set[str] | frozenset[str] = frozenset()) -> str:
+    """A file-name-safe slug from a title, unique against `taken`.
+
+    ASCII letters and digits survive; accents are stripped; other scripts (Chinese) give no
+    letters, so such a title becomes `entry-<hash>`; `-2`, `-3`... resolve clashes."""
+    ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_title.lower()).strip("-")[:60].strip("-")
+    if len(slug) < 3:
+        import hashlib
+
+        slug = "entry-" + hashlib.sha256(title.encode("utf-8")).hexdigest()[:10]
+    candidate, n = slug, 2
+    while candidate in taken:
+        candidate = f"{slug}-{n}"
+        n += 1
+    return candidate
+
+
+def check_id(value: Any, field_name: str = "id") -> str | None:
+    """The problem with an id, or None. Refuses anything that could leave the KB."""
+    if not isinstance(value, str) or not value:
+        return f"{field_name}: missing; give a slug such as 'use-uv-for-locking'"
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return f"{field_name}: contains control characters; use a-z, 0-9 and '-'"
+    if "/" in value or "\\" in value or value.startswith(".") or ".." in value:
+        return (
+            f"{field_name}: {value!r} is a path, not an id; ids may not contain '/', '\\\\' "
+            "or '..' — use a slug such as 'use-uv-for-locking'"
+        )
+    if not ID_RE.match(value):
+        return (
+            f"{field_name}: {value!r} is not a slug; use 3-80 characters of a-z, 0-9 and '-', "
+            "starting and ending with a letter or digit"
+        )
+    return None
+
+
+@dataclass
+class Entry:
+    """One knowledge-base entry: frontmatter fields plus body."""
+
+    id: str
+    title: str
+    type: str
+    status: str
+    created: str
+    body: str
+    tags: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # lifecycle and optional fields
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "id": self.id,
+            "title": self.title,
+            "type": self.type,
+            "status": self.status,
+            "created": self.created,
+        }
+        if self.tags:
+            meta["tags"] = list(self.tags)
+        meta.update(self.extra)
+        return {k: meta[k] for k in KEY_ORDER if k in meta}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.meta.get(key, default)
+
+    def to_document(self, path: str | None = None) -> Document:
+        meta = {k: v for k, v in self.meta.items() if k not in ("id", "title")}
+        return Document(
+            id=self.id, title=self.title, body=self.body, meta=meta, source="kb", path=path
+        )
+
+
+def validate(meta: dict[str, Any], body: str) -> list[str]:
+    """Every problem with an entry's frontmatter and body; empty when it may be written."""
+    problems = []
+    unknown = sorted(set(meta) - set(REQUIRED) - set(LIFECYCLE) - set(OPTIONAL))
+    if unknown:
+        problems.append(
+            f"{', '.join(unknown)}: unknown field(s); allowed are "
+            f"{', '.join(REQUIRED + LIFECYCLE + OPTIONAL)}"
+        )
+    for key in REQUIRED:
+        if meta.get(key) in (None, ""):
+            problems.append(f"{key}: missing; it is required")
+    if meta.get("id") not in (None, ""):
+        problem = check_id(meta["id"])
+        if problem:
+            problems.append(problem)
+    title = meta.get("title")
+    if title not in (None, ""):
+        if not isinstance(title, str):
+            problems.append("title: must be text")
+        elif "\n" in title or len(title) > MAX_TITLE:
+            problems.append(f"title: must be one line of at most {MAX_TITLE} characters")
+    if meta.get("type") not in (None, "") and meta["type"] not in ENTRY_TYPES:
+        problems.append(
+            f"type: {meta['type']!r} is not a type; use one of {', '.join(ENTRY_TYPES)}"
+        )
+    if meta.get("status") not in (None, "") and meta["status"] not in STATUSES:
+        problems.append(
+            f"status: {meta['status']!r} is not a status; use one of {', '.join(STATUSES)}"
+        )
+    for key in ("created", "updated", "superseded_at", "archived_at"):
+        if meta.get(key) not in (None, "") and _parse_time(meta[key]) is None:
+            problems.append(
+                f"{key}: {meta[key]!r} is not a date; use ISO 8601 like 2026-11-30T09:00:00Z"
+            )
+    tags = meta.get("tags")
+    if tags is not None:
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            problems.append("tags: must be a list of words, like [git, testing]")
+        else:
+            bad = [t for t in tags if not TAG_RE.match(t)]
+            if bad:
+                problems.append(f"tags: {bad} are not tags; use short words without spaces")
+    supersedes = meta.get("supersedes")
+    if supersedes is not None:
+        if not isinstance(supersedes, list) or not supersedes:
+            problems.append("supersedes: must be a list of entry ids, like [old-entry-id]")
+        else:
+            problems += [p for p in (check_id(s, "supersedes") for s in supersedes) if p]
+    if meta.get("superseded_by") not in (None, ""):
+        problem = check_id(meta["superseded_by"], "superseded_by")
+        if problem:
+            problems.append(problem)
+    status = meta.get("status")
+    if status == "superseded" and not (meta.get("superseded_by") and meta.get("superseded_at")):
+        problems.append(
+            "status: superseded entries need superseded_by and superseded_at; "
+            "use memory-agent supersede instead of editing the status"
+        )
+    if status == "archived" and not (meta.get("archived_at") and meta.get("archive_reason")):
+        problems.append(
+            "status: archived entries need archived_at and archive_reason; "
+            "use memory-agent archive instead of editing the status"
+        )
+    if not isinstance(body, str) or not body.strip():
+        problems.append("body: empty; say what should be remembered")
+    elif len(body) > MAX_BODY:
+        problems.append(f"body: {len(body)} characters is over the {MAX_BODY} limit; split it")
+    elif "\x00" in body:
+        problems.append("body: contains NUL bytes; only text can be stored")
+    return problems
+
+
+def _yaml_value(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return value
+
+
+def render_entry(entry: Entry) -> str:
+    """The file text of an entry: frontmatter in a fixed key order, then the body."""
+    meta = {k: _yaml_value(v) for k, v in entry.meta.items()}
+    front = yaml.safe_dump(
+        meta, allow_unicode=True, sort_keys=False, default_flow_style=None, width=1000
+    ).strip()
+    return f"---\n{front}\n---\n{entry.body.strip()}\n"
+
+
+def parse_entry(text: str, source: str = "<text>") -> Entry:
+    """Parse and validate entry text. Raises ValidationError naming every problem."""
+    import frontmatter
+
+    try:
+        post = frontmatter.loads(text)
+    except (yaml.YAMLError, ValueError) as exc:
+        raise ValidationError(
+            [
+                f"frontmatter: not valid YAML in {source} ({exc}); "
+                "fix the block between the --- lines"
+            ]
+        ) from exc
+    meta = {k: _yaml_value(v) for k, v in post.metadata.items()}
+    body = normalize_text(post.content)
+    problems = validate(meta, body)
+    if problems:
+        raise ValidationError(problems)
+    extra = {k: meta[k] for k in LIFECYCLE + ("source", "updated") if k in meta}
+    return Entry(
+        id=meta["id"],
+        title=str(meta["title"]),
+        type=meta["type"],
+        status=meta["status"],
+        created=str(meta["created"]),
+        body=body,
+        tags=list(meta.get("tags") or []),
+        extra=extra,
+    )
+
+
+def read_entry(path: Path) -> Entry:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ValidationError([f"{path}: cannot read ({exc.strerror})"]) from exc
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValidationError([f"{path}: not UTF-8; convert it with iconv -t UTF-8"]) from exc
+    return parse_entry(text, str(path))
+
+
+def entry_path(kb_dir: Path, entry_type: str, entry_id: str) -> Path:
+    """`kb/<type>/<id>.md`, checked to stay inside the KB."""
+    if entry_type not in ENTRY_TYPES:
+        raise ValidationError(
+            [f"type: {entry_type!r} is not a type; use one of {', '.join(ENTRY_TYPES)}"]
+        )
+    problem = check_id(entry_id)
+    if problem:
+        raise ValidationError([problem])
+    path = (kb_dir / entry_type / f"{entry_id}.md").resolve()
+    if not path.is_relative_to(kb_dir.resolve()):
+        raise ValidationError([f"id: {entry_id!r} would leave the knowledge base"])
+    return path
+
+
+def iter_entry_files(kb_dir: Path) -> Iterator[Path]:
+    """Every `<type>/<id>.md` under the KB, sorted (other files are not entries)."""
+    for entry_type in ENTRY_TYPES:
+        folder = kb_dir / entry_type
+        if folder.is_dir():
+            yield from sorted(p for p in folder.glob("*.md") if p.is_file() and not p.is_symlink())

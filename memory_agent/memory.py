@@ -1,0 +1,421 @@
+"""`Memory`: one home — the knowledge base, the read-only corpora, the index — and the read side
+of every tool (search, get, status, rebuild). Writes go through `memory_agent.gateway`.
+
+Two ways to run:
+- resident (the daemon): the home lock is held for the process's life and the index stays open;
+- per call (a CLI command with no daemon): each call takes the home lock, opens the index, does
+  its work and closes it again. qdrant-client's local mode allows one process per index, and
+  the lock makes concurrent CLI processes take turns instead of failing.
+
+Before every search the KB and the corpora are scanned for changes (stat first, content hash
+only for files whose stat changed), so files edited outside the tool are picked up without a
+rebuild.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from memory_agent import config as config_mod
+from memory_agent.corpora import Corpus, load_corpora, read_corpus
+from memory_agent.errors import NotFound, NotReady
+from memory_agent.gitrepo import KBRepo
+from memory_agent.kb import ValidationError, iter_entry_files, read_entry
+from ragcore import (
+    CachedEmbedder,
+    Document,
+    EmbeddingCache,
+    Filter,
+    Index,
+    SearchConfig,
+    make_embedder,
+    search,
+)
+
+__all__ = ["Memory", "SourceStatus"]
+
+DEMO_KB = Path(__file__).parent / "demo_kb"
+KB_SOURCE = "kb"
+
+
+@dataclass
+class SourceStatus:
+    label: str
+    entries: int
+    writable: bool
+    available: bool
+    path: str
+    problems: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        out = {
+            "label": self.label,
+            "entries": self.entries,
+            "writable": self.writable,
+            "available": self.available,
+            "path": self.path,
+        }
+        if self.problems:
+            out["problems"] = self.problems
+        return out
+
+
+@dataclass
+class _Stat:
+    key: tuple[int, int]  # (mtime_ns, size)
+    doc: Document | None
+    error: str | None
+
+
+class Memory:
+    def __init__(
+        self, cfg: config_mod.Config | None = None, *, resident: bool = False, embedder: Any = None
+    ):
+        self.cfg = cfg or config_mod.load()
+        self.home = self.cfg.home_dir
+        self.kb_dir = self.home / "kb"
+        self.run_dir = self.home / "run"
+        self.resident = resident
+        self._embedder = embedder
+        self._index: Index | None = None
+        self._stats: dict[str, _Stat] = {}
+        self.sources: dict[str, SourceStatus] = {}
+        self.last_refresh: str | None = None
+        self.lock = FileLock(str(self.run_dir / "home.lock")) if self.run_dir.is_dir() else None
+
+    # -- setup ------------------------------------------------------------------------------
+    def require_home(self) -> None:
+        if not (self.kb_dir / ".git").exists():
+            raise NotReady(
+                f"no knowledge base at {self.kb_dir}: run `memory-agent init` "
+                f"(or set MEMORY_AGENT_HOME / --home to your home)"
+            )
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.lock is None:
+            self.lock = FileLock(str(self.run_dir / "home.lock"))
+
+    @property
+    def embedder(self) -> CachedEmbedder:
+        if self._embedder is None:
+            inner = make_embedder(self.cfg.embedder, model_path=self.cfg.model_path or None)
+            self._embedder = CachedEmbedder(inner, EmbeddingCache(self.cfg.cache_dir))
+        elif not isinstance(self._embedder, CachedEmbedder):
+            self._embedder = CachedEmbedder(self._embedder, EmbeddingCache(self.cfg.cache_dir))
+        return self._embedder
+
+    @property
+    def index(self) -> Index:
+        if self._index is None:
+            self._index = Index(
+                self.cfg.index_dir,
+                self.embedder,
+                writable_sources=[KB_SOURCE],
+                max_chars=int(self.cfg.max_chars),
+            )
+        return self._index
+
+    @property
+    def repos_file(self) -> Path:
+        env = os.environ.get("MEMORY_AGENT_REPOS")
+        return Path(env) if env else self.home / "repos.json"
+
+    def corpora(self) -> list[Corpus]:
+        return load_corpora(self.repos_file)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Memory]:
+        """The home lock (and, per call, an open index) for the duration of the block."""
+        self.require_home()
+        assert self.lock is not None
+        if self.resident:
+            yield self
+            return
+        with self.lock:
+            try:
+                yield self
+            finally:
+                if self._index is not None:
+                    self._index.close()
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+        if self._embedder is not None and self._embedder.cache is not None:
+            self._embedder.cache.close()
+
+    # -- scanning ---------------------------------------------------------------------------
+    def _load(self, path: Path, loader) -> tuple[Document | None, str | None]:
+        try:
+            st = path.stat()
+        except OSError as exc:
+            return None, f"{path}: cannot read ({exc.strerror})"
+        key = (st.st_mtime_ns, st.st_size)
+        cached = self._stats.get(str(path))
+        if cached is not None and cached.key == key:
+            return cached.doc, cached.error
+        doc, error = None, None
+        try:
+            doc = loader(path)
+        except (ValidationError, ValueError) as exc:
+            error = (
+                f"{path.relative_to(self.home) if path.is_relative_to(self.home) else path}: {exc}"
+            )
+        self._stats[str(path)] = _Stat(key, doc, error)
+        return doc, error
+
+    def _kb_doc(self, path: Path) -> Document:
+        entry = read_entry(path)
+        if path.stem != entry.id or path.parent.name != entry.type:
+            raise ValidationError(
+                [
+                    f"id/type: the file must be {entry.type}/{entry.id}.md to match "
+                    f"its frontmatter; rename it or fix the frontmatter"
+                ]
+            )
+        return entry.to_document(str(path))
+
+    def scan(self) -> tuple[list[Document], set[str], list[str]]:
+        """All documents now on disk, the sources that could be read, and the ids of entries
+        whose files are present but broken (kept in the index as they were)."""
+        docs: list[Document] = []
+        broken: set[str] = set()
+        readable = {KB_SOURCE}
+        kb_status = SourceStatus(KB_SOURCE, 0, True, self.kb_dir.is_dir(), str(self.kb_dir))
+        for path in iter_entry_files(self.kb_dir):
+            doc, error = self._load(path, self._kb_doc)
+            if doc is not None:
+                docs.append(doc)
+            else:
+                kb_status.problems.append(error or f"{path}: unreadable")
+                broken.add(path.stem)
+        kb_status.entries = sum(1 for d in docs if d.source == KB_SOURCE)
+        self.sources = {KB_SOURCE: kb_status}
+        for corpus in self.corpora():
+            status = SourceStatus(corpus.label, 0, False, corpus.available, str(corpus.path))
+            if corpus.available:
+                scanned = read_corpus(corpus)
+                docs.extend(scanned.documents)
+                status.entries = len(scanned.documents)
+                status.problems = scanned.skipped
+                readable.add(corpus.label)
+            else:
+                status.problems = [
+                    f"root {corpus.path} is missing or unreadable; its indexed "
+                    "entries are kept until it comes back"
+                ]
+            self.sources[corpus.label] = status
+        return docs, readable, broken
+
+    def sync(self) -> dict[str, Any]:
+        """Bring the index in line with the files (build it if there is none yet)."""
+        docs, readable, broken = self.scan()
+        index = self.index
+        if not index.exists():
+            report = index.build(docs)
+            self.last_refresh = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            return {"built": report.generation, "documents": report.documents}
+        known = index.manifest["docs"]
+        keep = {doc_id for doc_id in broken if doc_id in known}
+        kept_docs = [d for d in docs if d.id not in keep]
+        report = index.refresh(kept_docs, sources=readable, keep=keep)
+        if report.changed:
+            self.last_refresh = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for label, status in self.sources.items():
+            if not status.available:
+                status.entries = sum(1 for d in known.values() if d.get("source") == label)
+        return {"added": report.added, "updated": report.updated, "removed": report.removed}
+
+    # -- reads ------------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 8,
+        types: list[str] | None = None,
+        tags: list[str] | None = None,
+        include_readonly: bool = True,
+        include_archived: bool = False,
+        explain: bool = False,
+        use_dense: bool = True,
+    ) -> dict[str, Any]:
+        if not isinstance(query, str) or not query.strip():
+            from memory_agent.errors import Invalid
+
+            raise Invalid("query: empty; say what you are looking for, e.g. 'how do we release'")
+        limit = max(1, min(int(limit), 50))
+        with self.session():
+            self.sync()
+            statuses = ("active", "archived") if include_archived else ("active",)
+            flt = Filter(
+                types=tuple(types) if types else None,
+                tags=tuple(tags) if tags else None,
+                statuses=statuses,
+                sources=None if include_readonly else (KB_SOURCE,),
+            )
+            result = search(
+                self.index, query, limit=limit, flt=flt, config=SearchConfig(), use_dense=use_dense
+            )
+            hits = []
+            for h in result.hits:
+                p = h.payload
+                hit = {
+                    "id": h.doc_id,
+                    "title": h.title,
+                    "type": p.get("type", "note"),
+                    "status": p.get("status", "active"),
+                    "score": round(h.score, 4),
+                    "snippet": h.snippet,
+                    "source": p.get("source"),
+                    "writable": bool(p.get("writable")),
+                }
+                if explain:
+                    hit["why"] = h.explain()
+                hits.append(hit)
+            out: dict[str, Any] = {"hits": hits, "generation": result.generation}
+            if result.degraded:
+                out["degraded"] = result.degraded
+            return out
+
+    def find_path(self, entry_id: str) -> Path | None:
+        for path in iter_entry_files(self.kb_dir):
+            if path.stem == entry_id:
+                return path
+        return None
+
+    def get(self, entry_id: str) -> dict[str, Any]:
+        """An entry read from disk (the truth), KB or read-only corpus."""
+        self.require_home()
+        path = self.find_path(entry_id) if "/" not in entry_id else None
+        if path is not None:
+            entry = read_entry(path)
+            return {
+                "id": entry.id,
+                "title": entry.title,
+                "type": entry.type,
+                "status": entry.status,
+                "tags": entry.tags,
+                "body": entry.body,
+                "path": str(path),
+                "writable": True,
+                "supersedes": entry.extra.get("supersedes", []),
+                "superseded_by": entry.extra.get("superseded_by"),
+                "created": entry.created,
+                **{
+                    k: entry.extra[k]
+                    for k in ("superseded_at", "archived_at", "archive_reason")
+                    if k in entry.extra
+                },
+            }
+        label, _, rel = entry_id.partition("/")
+        for corpus in self.corpora():
+            if corpus.label == label and rel:
+                full = (corpus.path / rel).resolve()
+                if not full.is_relative_to(corpus.path.resolve()) or not full.is_file():
+                    break
+                from ragcore import DocumentError, load_markdown
+
+                try:
+                    doc = load_markdown(full, entry_id, source=label)
+                except DocumentError as exc:
+                    raise NotFound(f"{entry_id}: {exc}") from exc
+                return {
+                    "id": entry_id,
+                    "title": doc.title,
+                    "type": "note",
+                    "status": "active",
+                    "tags": doc.meta.get("tags") or [],
+                    "body": doc.body,
+                    "path": str(full),
+                    "writable": False,
+                    "supersedes": [],
+                    "superseded_by": None,
+                    "created": doc.meta.get("created"),
+                }
+        raise NotFound(
+            f"no entry with id {entry_id!r}: find ids with memory_search (or `memory-agent search`)"
+        )
+
+    def status(self) -> dict[str, Any]:
+        with self.session():
+            self.sync()
+            check = self.index.check()
+            manifest = self.index.manifest
+            from memory_agent.gateway import pending_intents
+
+            return {
+                "generation": check.generation,
+                "consistent": check.consistent,
+                "entries": len(manifest["docs"]),
+                "points": check.points,
+                "manifest_points": check.manifest_points,
+                "embedder": check.embedder,
+                "sources": [s.as_json() for s in self.sources.values()],
+                "pending": len(pending_intents(self)),
+                "last_refresh": self.last_refresh,
+                "problems": check.problems,
+            }
+
+    def rebuild(self) -> dict[str, Any]:
+        with self.session():
+            docs, _, _ = self.scan()
+            report = self.index.build(docs)
+            self.last_refresh = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            return {
+                "generation": report.generation,
+                "documents": report.documents,
+                "chunks": report.chunks,
+                "seconds": round(report.seconds, 2),
+                "removed_generations": report.removed_generations,
+            }
+
+    # -- init -------------------------------------------------------------------------------
+    def init(self, *, demo: bool = False, embedder: str | None = None) -> dict[str, Any]:
+        """Create (or adopt) the home and the KB repository; optionally add the demo entries."""
+        for sub in ("kb", "index", "cache", "events", "run"):
+            (self.home / sub).mkdir(parents=True, exist_ok=True)
+        config_file = self.home / "config.toml"
+        if embedder and not config_file.exists():
+            config_file.write_text(f'embedder = "{embedder}"\n', encoding="utf-8")
+        repo, created = KBRepo.init(self.kb_dir)
+        self.lock = FileLock(str(self.run_dir / "home.lock"))
+        added: list[Path] = []
+        if demo:
+            for src in sorted(DEMO_KB.rglob("*.md")):
+                dest = self.kb_dir / src.relative_to(DEMO_KB)
+                if not dest.exists():
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(src, dest)
+                    added.append(dest)
+        commit = repo.commit_paths(added, "Add the demo knowledge base") if added else repo.head()
+        self.cfg = config_mod.load({"home": str(self.home)})
+        self._embedder = None
+        self._index = None
+        with self.session():
+            synced = self.sync()
+        return {
+            "home": str(self.home),
+            "kb": str(self.kb_dir),
+            "created_repo": created,
+            "demo_entries_added": len(added),
+            "commit": commit,
+            "embedder": self.cfg.embedder,
+            "index": synced,
+        }
+
+
+def content_key(title: str, body: str) -> str:
+    """Normalised text of an entry, for exact-duplicate detection."""
+    from ragcore import normalize_text
+
+    text = " ".join(normalize_text(f"{title}\n{body}").lower().split())
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,49 @@
+"""Fixtures for the memory_agent tests: real homes with real git repositories and indexes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memory_agent.gateway import Gateway
+from memory_agent.memory import Memory
+from ragcore import MiniLMEmbedder
+from tests.memory_agent.helpers import make_memory
+
+
+@pytest.fixture(scope="session")
+def minilm_model() -> MiniLMEmbedder:
+    model = MiniLMEmbedder()
+    model.load()
+    return model
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory) -> Path:
+    """One embedding cache for the session: the demo entries are embedded once."""
+    return tmp_path_factory.mktemp("embedding-cache")
+
+
+@pytest.fixture
+def env_home(tmp_path, shared_cache, monkeypatch) -> Path:
+    home = tmp_path / "home"
+    monkeypatch.setenv("MEMORY_AGENT_HOME", str(home))
+    monkeypatch.setenv("MEMORY_AGENT_CACHE", str(shared_cache))
+    monkeypatch.setenv("MEMORY_AGENT_EMBEDDER", "minilm")
+    monkeypatch.delenv("MEMORY_AGENT_REPOS", raising=False)
+    return home
+
+
+@pytest.fixture
+def memory(env_home, minilm_model) -> Memory:
+    """A fresh home with the demo knowledge base."""
+    m = make_memory(env_home, minilm_model)
+    m.init(demo=True, embedder="minilm")
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def gateway(memory) -> Gateway:
+    return Gateway(memory)

@@ -1,0 +1,226 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from memory_agent.errors import Conflict, Invalid, NotFound, ReadOnly
+from memory_agent.gateway import Gateway
+from tests.memory_agent.helpers import git, make_memory
+
+BODY = (
+    "The CI runners have two cores. Run the test suite with `pytest -n 2` at most; "
+    "more workers make the embedding tests time out."
+)
+
+
+def _ids(reply):
+    return [h["id"] for h in reply["hits"]]
+
+
+def test_add_writes_one_file_in_one_commit_and_search_finds_it(memory, gateway):
+    before = int(git(memory.kb_dir, "rev-list", "--count", "HEAD"))
+    reply = gateway.add("CI runners have two cores", BODY, type="fact", tags=["ci", "testing"])
+    assert reply["status"] == "created" and reply["id"] == "ci-runners-have-two-cores"
+    path = Path(reply["path"])
+    assert path == memory.kb_dir / "fact" / "ci-runners-have-two-cores.md" and path.is_file()
+    assert int(git(memory.kb_dir, "rev-list", "--count", "HEAD")) == before + 1
+    assert git(memory.kb_dir, "show", "--name-only", "--format=", "HEAD").split() == [
+        "fact/ci-runners-have-two-cores.md"
+    ]
+    assert reply["commit"] == git(memory.kb_dir, "rev-parse", "HEAD").strip()
+    assert reply["generation"] == memory.index.current()
+    assert _ids(memory.search("how many pytest workers on CI", limit=3))[0] == reply["id"]
+    got = memory.get(reply["id"])
+    assert got["body"] == BODY and got["tags"] == ["ci", "testing"] and got["writable"]
+
+
+def test_exact_and_near_duplicates_write_nothing(memory, gateway):
+    first = gateway.add("CI runners have two cores", BODY, type="fact")
+    files = sorted(memory.kb_dir.rglob("*.md"))
+    head = git(memory.kb_dir, "rev-parse", "HEAD")
+    exact = gateway.add("CI runners have two cores", BODY.replace("  ", " ") + "\n", type="fact")
+    assert exact == {
+        "status": "duplicate",
+        "id": first["id"],
+        "duplicate_of": first["id"],
+        "score": 1.0,
+        "match": "exact",
+    }
+    near = gateway.add(
+        "The CI runners have 2 cores",
+        "CI runners have two cores. Run the tests with `pytest -n 2` at most; "
+        "more workers make embedding tests time out.",
+        type="fact",
+    )
+    assert near["status"] == "duplicate" and near["duplicate_of"] == first["id"]
+    assert near["match"] == "near" and near["score"] >= 0.9
+    assert sorted(memory.kb_dir.rglob("*.md")) == files
+    assert git(memory.kb_dir, "rev-parse", "HEAD") == head
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"title": "", "body": "x"}, "title: missing"),
+        ({"title": "T", "body": "   "}, "body: empty"),
+        ({"title": "T", "body": "b", "type": "idea"}, "type: 'idea' is not a type"),
+        ({"title": "T", "body": "b", "tags": ["has space"]}, "tags:"),
+        ({"title": "line one\nline two", "body": "b"}, "title: must be one line"),
+    ],
+)
+def test_invalid_entries_are_refused_and_nothing_is_written(memory, gateway, kwargs, message):
+    head = git(memory.kb_dir, "rev-parse", "HEAD")
+    with pytest.raises(Invalid, match=message):
+        gateway.add(**kwargs)
+    assert git(memory.kb_dir, "rev-parse", "HEAD") == head
+    assert git(memory.kb_dir, "status", "--porcelain") == ""
+
+
+def test_path_tricks_never_leave_the_kb(memory, gateway):
+    reply = gateway.add("../../../etc/cron.d/evil", "An entry whose title looks like a path.")
+    assert reply["id"] == "etc-cron-d-evil"
+    assert Path(reply["path"]).resolve().is_relative_to(memory.kb_dir.resolve())
+    for bad in ("../config", "/etc/passwd", "note/../../x"):
+        with pytest.raises(NotFound):
+            gateway.archive(bad, "no", confirm=True)
+
+
+def test_supersede_previews_then_writes_both_files_in_one_commit(memory, gateway):
+    old = gateway.add(
+        "Lock dependencies with pip-tools", "Run pip-compile to lock.", type="decision"
+    )
+    head = git(memory.kb_dir, "rev-parse", "HEAD")
+    preview = gateway.supersede(
+        old["id"], "Lock dependencies with uv", "Run `uv lock`; it is 10x faster than pip-compile."
+    )
+    assert preview["status"] == "preview" and preview["old_id"] == old["id"]
+    texts = list(preview["preview"].values())
+    assert f"supersedes:\n- {old['id']}" in texts[0] or f"supersedes: [{old['id']}]" in texts[0]
+    assert "status: superseded" in texts[1] and f"superseded_by: {preview['id']}" in texts[1]
+    assert git(memory.kb_dir, "rev-parse", "HEAD") == head  # nothing written
+    done = gateway.supersede(
+        old["id"],
+        "Lock dependencies with uv",
+        "Run `uv lock`; it is 10x faster than pip-compile.",
+        confirm=True,
+    )
+    assert done["status"] == "superseded" and done["id"] == preview["id"]
+    changed = git(memory.kb_dir, "show", "--name-only", "--format=", "HEAD").split()
+    assert sorted(changed) == sorted([f"decision/{old['id']}.md", f"decision/{done['id']}.md"])
+    assert memory.get(old["id"])["status"] == "superseded"
+    assert memory.get(done["id"])["supersedes"] == [old["id"]]
+    found = _ids(memory.search("how do we lock dependencies", limit=10))
+    assert done["id"] in found and old["id"] not in found
+    with pytest.raises(Conflict, match=f"already superseded by {done['id']}"):
+        gateway.supersede(old["id"], "Another", "text", confirm=True)
+
+
+def test_archive_previews_then_retires_the_entry_which_stays_on_disk(memory, gateway):
+    added = gateway.add(
+        "Staging database is on port 5433", "psql -p 5433 for staging.", type="fact"
+    )
+    preview = gateway.archive(added["id"], "staging was shut down")
+    assert preview["status"] == "preview" and memory.get(added["id"])["status"] == "active"
+    done = gateway.archive(added["id"], "staging was shut down", confirm=True)
+    assert done["status"] == "archived" and Path(done["path"]).is_file()
+    got = memory.get(added["id"])
+    assert got["status"] == "archived" and got["archive_reason"] == "staging was shut down"
+    assert added["id"] not in _ids(memory.search("staging database port", limit=10))
+    assert added["id"] in _ids(
+        memory.search("staging database port", limit=10, include_archived=True)
+    )
+    with pytest.raises(Conflict, match="already archived"):
+        gateway.archive(added["id"], "again", confirm=True)
+
+
+def test_unknown_ids_are_refused_with_a_hint(gateway):
+    with pytest.raises(NotFound, match="memory_search"):
+        gateway.supersede("no-such-entry", "t", "b", confirm=True)
+
+
+def test_a_retried_request_id_returns_the_first_reply(memory, gateway):
+    first = gateway.add("Retry me", "Body of the retried entry.", request_id="req-1")
+    again = gateway.add("Retry me", "Body of the retried entry.", request_id="req-1")
+    assert again == first
+    assert len(list(memory.kb_dir.rglob("retry-me*.md"))) == 1
+
+
+def test_an_unrelated_dirty_file_is_neither_committed_nor_changed(memory, gateway):
+    dirty = memory.kb_dir / "note" / "draft-by-hand.md"
+    dirty.parent.mkdir(exist_ok=True)
+    dirty.write_text("half-written, not valid frontmatter")
+    tracked = next(memory.kb_dir.glob("fact/*.md"))
+    original = tracked.read_text()
+    tracked.write_text(original + "\nEdited in an editor, not saved to git yet.\n")
+    gateway.add("Something new", "A new entry while the user has dirty files.")
+    assert dirty.read_text() == "half-written, not valid frontmatter"
+    status = git(memory.kb_dir, "status", "--porcelain")
+    assert (
+        "?? note/draft-by-hand.md" in status
+        and f" M {tracked.relative_to(memory.kb_dir)}" in status
+    )
+    assert "draft-by-hand" not in git(memory.kb_dir, "log", "--name-only", "--format=")
+
+
+def test_files_added_or_edited_outside_the_tool_are_picked_up_without_a_rebuild(memory):
+    generation = memory.index.generation or memory.status()["generation"]
+    new = memory.kb_dir / "fact" / "printer-queue.md"
+    new.write_text(
+        "---\nid: printer-queue\ntitle: The third-floor printer queue is hp-floor3\n"
+        "type: fact\nstatus: active\ncreated: 2026-11-01T10:00:00Z\n---\n"
+        "Install the PPD driver from the intranet, then print to hp-floor3.\n"
+    )
+    reply = memory.search("which printer queue on the third floor", limit=3)
+    assert _ids(reply)[0] == "printer-queue" and reply["generation"] == generation
+    new.write_text(new.read_text().replace("hp-floor3.", "hp-floor3 (duplex by default)."))
+    hit = memory.search("duplex printing third floor", limit=1)["hits"][0]
+    assert hit["id"] == "printer-queue" and "duplex" in hit["snippet"]
+    broken = memory.kb_dir / "note" / "broken.md"
+    broken.parent.mkdir(exist_ok=True)
+    broken.write_text("---\nid: broken\ntitle: [unclosed\n---\nbody")
+    status = memory.status()
+    assert status["consistent"] and status["generation"] == generation
+    kb = next(s for s in status["sources"] if s["label"] == "kb")
+    assert any("broken.md" in p and "not valid YAML" in p for p in kb["problems"])
+
+
+def test_read_only_corpora_are_searchable_refused_for_writes_and_kept_when_missing(
+    env_home, minilm_model, tmp_path
+):
+    repo = tmp_path / "agent-infra"
+    (repo / "docs" / "adr").mkdir(parents=True)
+    (repo / "README.md").write_text("# Agent infra\n\nDeploys the agents with Terraform.\n")
+    (repo / "docs" / "adr" / "0007-vector-store.md").write_text(
+        "# ADR 7: Qdrant as the vector store\n\nWe chose Qdrant local mode for the index.\n"
+    )
+    (repo / "node_modules" / "x").mkdir(parents=True)
+    (repo / "node_modules" / "x" / "README.md").write_text("# vendored, never indexed")
+    memory = make_memory(env_home, minilm_model)
+    memory.init(embedder="minilm")
+    (env_home / "repos.json").write_text(json.dumps([{"label": "agent-infra", "path": str(repo)}]))
+    hits = memory.search("which vector store did we choose", limit=3)["hits"]
+    assert hits[0]["id"] == "agent-infra/docs/adr/0007-vector-store.md"
+    assert hits[0]["writable"] is False and hits[0]["source"] == "agent-infra"
+    assert memory.get("agent-infra/README.md")["writable"] is False
+    gateway = Gateway(memory)
+    with pytest.raises(ReadOnly, match="read-only corpus 'agent-infra'"):
+        gateway.archive("agent-infra/README.md", "old", confirm=True)
+    with pytest.raises(ReadOnly):
+        gateway.supersede("agent-infra/README.md", "t", "b", confirm=True)
+    status = memory.status()
+    source = next(s for s in status["sources"] if s["label"] == "agent-infra")
+    assert source == {
+        "label": "agent-infra",
+        "entries": 2,
+        "writable": False,
+        "available": True,
+        "path": str(repo),
+    }
+    repo.rename(tmp_path / "moved-away")
+    status = memory.status()
+    source = next(s for s in status["sources"] if s["label"] == "agent-infra")
+    assert source["available"] is False and source["entries"] == 2
+    assert "missing or unreadable" in source["problems"][0]
+    assert status["consistent"] and status["entries"] == 2
+    ids = _ids(memory.search("which vector store did we choose", limit=3))
+    assert ids[0] == "agent-infra/docs/adr/0007-vector-store.md"

@@ -40,7 +40,12 @@ class KBRepo:
             return cls(path), False
         except git.InvalidGitRepositoryError:
             git.Repo.init(path)
-            return cls(path), True
+            repo = cls(path)
+            # An empty first commit, so HEAD exists and every write has a parent.
+            repo.repo.git.commit(
+                "--allow-empty", "-m", "memory-agent: new knowledge base", env=repo._env()
+            )
+            return repo, True
 
     def _env(self) -> dict[str, str]:
         # Commits work on machines with no git identity configured.

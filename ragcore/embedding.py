@@ -51,7 +51,9 @@ class Embedder(Protocol):
 
     `model_id` names the model and everything that changes its output (weights, max length);
     two embedders with the same id must give the same vectors. `dim` is the dense dimension.
-    `has_sparse` says whether `Embedding.sparse` is filled in.
+    `has_sparse` says whether `Embedding.sparse` is filled in. An embedder may also declare
+    `languages` (a tuple of ISO codes it was trained for; absent or None = multilingual);
+    search gives its dense channel less weight for queries in other languages.
     """
 
     model_id: str
@@ -84,6 +86,7 @@ class MiniLMEmbedder:
     has_sparse = False
     dim = 384
     max_seq_length = 256
+    languages = ("en",)  # trained on English pairs only (model card)
 
     def __init__(self, model_path: str | Path | None = None, *, batch_size: int = 32):
         if model_path is None:
@@ -238,6 +241,7 @@ class CachedEmbedder:
         self.model_id = inner.model_id
         self.dim = inner.dim
         self.has_sparse = inner.has_sparse
+        self.languages = getattr(inner, "languages", None)
         self.stats = EmbedStats()
 
     @property

@@ -13,22 +13,42 @@ Methods:
   lexical channel's (right) first place.
 - `rrf`: weighted reciprocal rank fusion, sum of w / (k + rank), kept for comparison.
 
+An embedder that declares the languages it was trained for (MiniLM: English) gets half its
+dense weight for queries in any other language (`query_language`).
+
 The defaults (method, weights) were chosen by measurement on three benchmarks; the numbers,
 and what did not help, are in `experiments/retrieval-baselines/README.md`.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DEFAULT_WEIGHTS", "FusionConfig", "fuse"]
+__all__ = ["DEFAULT_WEIGHTS", "FusionConfig", "fuse", "query_language"]
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+def query_language(text: str) -> str:
+    """'zh' when CJK characters outnumber Latin letters / 4 (a Chinese word is one or two
+    characters, an English word about five letters), else 'en'. Coarse on purpose: it only
+    decides whether an English-only embedder understands the query."""
+    cjk = len(_CJK.findall(text))
+    latin = len(_LATIN.findall(text))
+    return "zh" if cjk > 0 and cjk >= latin / 4 else "en"
+
 
 # Weight of each channel in the `score` method. The lexical channel leads: BM25 over a good
 # tokenizer is the strongest single channel on all three benchmarks with MiniLM, and the
 # dense channel adds recall for paraphrases. `sparse` (BGE-M3 lexical weights) is untuned here
 # (no BGE-M3 weights on the measuring machine) and starts as a fraction of lexical.
-DEFAULT_WEIGHTS = {"lexical": 0.7, "dense": 0.3, "sparse": 0.2}
+DEFAULT_WEIGHTS = {"lexical": 0.6, "dense": 0.4, "sparse": 0.2}
+# Factor on the dense weight when the query's language is not one the embedder was trained for
+# (MiniLM on a Chinese query): its cosines then carry little signal.
+UNCOVERED_LANGUAGE_FACTOR = 0.5
 
 
 @dataclass(frozen=True)
@@ -36,6 +56,7 @@ class FusionConfig:
     method: str = "score"
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     rrf_k: float = 60.0
+    uncovered_language_factor: float = UNCOVERED_LANGUAGE_FACTOR
 
     def __post_init__(self) -> None:
         if self.method not in ("score", "rrf"):
@@ -56,12 +77,17 @@ def fuse(
     channels: dict[str, dict[str, Any]],
     config: FusionConfig,
     floors: dict[str, float] | None = None,
+    *,
+    dense_covers_query: bool = True,
 ) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, float]]:
     """Fuse channel hits. `floors[c]`, when given, is the score every document missing from
     channel c has (0 for a lexical channel that returned all its matches); without it the
-    channel's lowest candidate is taken as the floor."""
+    channel's lowest candidate is taken as the floor. `dense_covers_query=False` (the query is
+    in a language the embedder was not trained for) scales the dense weight down."""
     floors = floors or {}
     weights = {name: config.weights.get(name, 0.0) for name in channels}
+    if not dense_covers_query and "dense" in weights:
+        weights["dense"] *= config.uncovered_language_factor
     total = sum(weights.values()) or 1.0
     weights = {name: w / total for name, w in weights.items()}
     fused: dict[str, float] = {}

@@ -3,8 +3,9 @@ inverted index.
 
 Tokens: text is lower-cased; runs of ASCII letters and digits become English words (stop words
 dropped, Snowball-stemmed); runs of CJK characters become jieba search-mode words plus the
-character bigrams of the run. Bigrams make the channel robust where jieba segments a name one
-way in the question and another way in the text; `experiments/retrieval-baselines` has the
+character unigrams and bigrams of the run. Bigrams make the channel robust where jieba segments
+a name one way in the question and another way in the text, and unigrams catch one-character
+words; `experiments/retrieval-baselines` has the
 measurement behind that choice.
 
 Documents are stored as term-frequency sparse vectors (term ids are stable 31-bit hashes of the
@@ -51,7 +52,7 @@ class Tokenizer:
     stem: bool = True
     jieba: bool = True
     bigrams: bool = True
-    unigrams: bool = False
+    unigrams: bool = True
 
     def __call__(self, text: str) -> list[str]:
         tokens: list[str] = []

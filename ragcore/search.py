@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ragcore.fusion import FusionConfig, fuse
+from ragcore.fusion import FusionConfig, fuse, query_language
 from ragcore.index import Index
 from ragcore.lexical import term_frequencies
 from ragcore.store import Filter
@@ -165,7 +165,11 @@ def search(
                     floors["sparse"] = 0.0
         else:
             degraded = "model loading: lexical channel only"
-        fused, contributions, weights = fuse(channels, config.fusion, floors)
+        languages = getattr(index.embedder, "languages", None)
+        covered = languages is None or query_language(query) in languages
+        fused, contributions, weights = fuse(
+            channels, config.fusion, floors, dense_covers_query=covered
+        )
         ranked = sorted(fused.items(), key=lambda kv: -kv[1])
         if config.mmr_lambda < 1.0 and q_emb is not None and len(ranked) > 1:
             ranked = _mmr(index, ranked, channels, config)

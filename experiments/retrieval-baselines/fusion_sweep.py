@@ -20,9 +20,13 @@ def load(path):
         q: {
             name: {d: ChannelHit(r, s, d) for r, (d, s) in enumerate(lst, start=1)}
             for name, lst in row.items()
+            if isinstance(lst, list)
         }
         for q, row in data["runs"].items()
     }
+    for q, row in data["runs"].items():
+        # a lexical list that holds every match has a natural floor of 0 (as in production)
+        runs[q]["_floors"] = {"lexical": 0.0} if row.get("lexical_exhaustive") else {}
     return data["qrels"], runs
 
 
@@ -36,9 +40,11 @@ def single(name):
 def production(config, depth=100):
     def rank(channels):
         trimmed = {
-            n: {d: h for d, h in ch.items() if h.rank <= depth} for n, ch in channels.items()
+            n: {d: h for d, h in ch.items() if h.rank <= depth}
+            for n, ch in channels.items()
+            if n != "_floors"
         }
-        return fuse(trimmed, config)[0]
+        return fuse(trimmed, config, channels["_floors"])[0]
 
     return rank
 

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from memory_agent.errors import Conflict, Invalid, NotFound, ReadOnly
-from memory_agent.gateway import Gateway
+from memory_agent.gateway import DEDUP_THRESHOLDS, Gateway
 from tests.memory_agent.helpers import git, make_memory
 
 BODY = (
@@ -53,7 +53,7 @@ def test_exact_and_near_duplicates_write_nothing(memory, gateway):
         type="fact",
     )
     assert near["status"] == "duplicate" and near["duplicate_of"] == first["id"]
-    assert near["match"] == "near" and near["score"] >= 0.9
+    assert near["match"] == "near" and near["score"] >= DEDUP_THRESHOLDS["minilm"]
     assert sorted(memory.kb_dir.rglob("*.md")) == files
     assert git(memory.kb_dir, "rev-parse", "HEAD") == head
 

@@ -1,0 +1,32 @@
+"""Eighty distinct realistic entries: the demo KB's active entries plus the hand-written
+"related" entries of the dedup calibration. Their nearest-neighbour similarity stays below the
+near-duplicate threshold (experiments/dedup-threshold), so dedup must let all of them through."""
+
+import json
+from functools import cache
+from pathlib import Path
+
+from memory_agent.kb import iter_entry_files, read_entry
+from memory_agent.memory import DEMO_KB
+
+REWORDINGS = (
+    Path(__file__).resolve().parents[2] / "experiments" / "dedup-threshold" / "rewordings.jsonl"
+)
+
+
+@cache
+def facts() -> list[tuple[str, str]]:
+    out = [
+        (e.title, e.body)
+        for e in map(read_entry, iter_entry_files(DEMO_KB))
+        if e.status == "active"
+    ]
+    for line in REWORDINGS.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["kind"] == "related":
+            out.append((row["title"], row["body"]))
+    return out
+
+
+def fact(worker: int, n: int) -> tuple[str, str]:
+    return facts()[worker * 10 + n]

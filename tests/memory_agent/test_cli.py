@@ -1,0 +1,69 @@
+"""The CLI as a user runs it: real processes, one JSON object on stdout with --json."""
+
+import json
+import os
+import subprocess
+import sys
+
+
+def run(home, cache, *args, stdin=None):
+    env = dict(os.environ, MEMORY_AGENT_CACHE=str(cache))
+    env.pop("MEMORY_AGENT_HOME", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory_agent", *args, "--home", str(home), "--json"],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1, proc.stdout + proc.stderr  # one JSON object, nothing else
+    return proc.returncode, json.loads(lines[0])
+
+
+def test_the_cli_round_trip(tmp_path, shared_cache):
+    home = tmp_path / "home"
+    rc, init = run(home, shared_cache, "init", "--embedder", "minilm", "--demo")
+    assert rc == 0 and init["demo_entries_added"] == 79 and init["created_repo"]
+    rc, added = run(
+        home,
+        shared_cache,
+        "add",
+        "--title",
+        "Feature flags live in Unleash",
+        "--type",
+        "fact",
+        "--tag",
+        "config",
+        "--request-id",
+        "cli-1",
+        stdin="Flags are read from Unleash at startup; see the flags dashboard.",
+    )
+    assert rc == 0 and added["status"] == "created" and added["commit"] and added["generation"]
+    rc, found = run(
+        home, shared_cache, "search", "where are feature flags stored", "--limit", "3", "--explain"
+    )
+    assert rc == 0 and found["hits"][0]["id"] == added["id"] and "why" in found["hits"][0]
+    rc, got = run(home, shared_cache, "get", added["id"])
+    assert rc == 0 and got["tags"] == ["config"] and got["body"].startswith("Flags are read")
+    rc, preview = run(
+        home,
+        shared_cache,
+        "supersede",
+        added["id"],
+        "--title",
+        "Feature flags moved to LaunchDarkly",
+        "--body",
+        "Since November.",
+    )
+    assert rc == 0 and preview["status"] == "preview"
+    rc, error = run(home, shared_cache, "archive", "no-such-id", "--reason", "x", "--confirm")
+    assert rc == 2 and error["code"] == "not_found" and "memory_search" in error["error"]
+    rc, status = run(home, shared_cache, "status")
+    assert rc == 0 and status["consistent"] and status["entries"] == 80
+
+
+def test_commands_before_init_name_the_fix(tmp_path, shared_cache):
+    rc, error = run(tmp_path / "nowhere", shared_cache, "status")
+    assert rc == 2 and error["code"] == "not_ready" and "memory-agent init" in error["error"]

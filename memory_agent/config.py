@@ -54,6 +54,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "max_chars", "MEMORY_AGENT_MAX_CHARS", 1500, "Largest chunk, in characters of body text."
     ),
+    Setting(
+        "qdrant_url",
+        "MEMORY_AGENT_QDRANT_URL",
+        "",
+        "A Qdrant server URL (empty: the embedded store under <home>/index). Each index "
+        "generation becomes a collection on the server.",
+    ),
 )
 
 

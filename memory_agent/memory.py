@@ -121,6 +121,7 @@ class Memory:
                 self.embedder,
                 writable_sources=[KB_SOURCE],
                 max_chars=int(self.cfg.max_chars),
+                qdrant_url=self.cfg.qdrant_url or None,
             )
         return self._index
 

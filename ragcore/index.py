@@ -17,6 +17,7 @@ refuses to search (`IndexInconsistent`, naming `memory-agent rebuild`): it never
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -145,6 +146,7 @@ class Index:
         max_chars: int = DEFAULT_MAX_CHARS,
         writable_sources: Sequence[str] | None = None,
         batch_size: int = 64,
+        qdrant_url: str | None = None,
     ):
         self.root = Path(root)
         self.embedder = embedder
@@ -152,6 +154,9 @@ class Index:
         self.max_chars = max_chars
         self.writable_sources = set(writable_sources) if writable_sources is not None else None
         self.batch_size = batch_size
+        # With a Qdrant server, each generation is a collection named after the index
+        # directory and the generation; the directory still holds the manifest and CURRENT.
+        self.qdrant_url = qdrant_url
         self.lock = threading.RLock()
         self._generation: str | None = None
         self._store: QdrantStore | None = None
@@ -189,6 +194,12 @@ class Index:
         assert self._store is not None
         return self._store
 
+    def _store_for(self, generation: str) -> QdrantStore:
+        if self.qdrant_url:
+            tag = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:8]
+            return QdrantStore(url=self.qdrant_url, collection=f"memory-agent-{tag}-{generation}")
+        return QdrantStore(self.root / generation / "store")
+
     def _writable(self, doc: Document) -> bool:
         return self.writable_sources is None or doc.source in self.writable_sources
 
@@ -211,7 +222,7 @@ class Index:
                 ) from exc
             self._check_embedder(manifest, name)
             self.close()
-            store = QdrantStore(gen_dir / "store")
+            store = self._store_for(name)
             if not store.exists():
                 store.close()
                 raise IndexInconsistent(f"generation {name} has no vector store; {REBUILD_HINT}")
@@ -342,7 +353,7 @@ class Index:
             name = self._next_generation()
             gen_dir = self.root / name
             gen_dir.mkdir()
-            store = QdrantStore(gen_dir / "store")
+            store = self._store_for(name)
             manifest: dict[str, Any] = {
                 "format": 1,
                 "generation": name,
@@ -402,6 +413,10 @@ class Index:
         removed = []
         for gen in self.generations():
             if gen not in keep:
+                if self.qdrant_url:
+                    store = self._store_for(gen)
+                    store.drop()
+                    store.close()
                 shutil.rmtree(self.root / gen, ignore_errors=True)
                 removed.append(gen)
         return removed

@@ -132,6 +132,13 @@ class QdrantStore:
                 sparse_vectors_config={name: models.SparseVectorParams() for name in sparse_names},
             )
 
+    def drop(self) -> None:
+        """Delete the collection (server mode cleans up old generations this way; in local
+        mode the generation directory is removed instead)."""
+        with self._lock:
+            if self._client.collection_exists(self.collection):
+                self._client.delete_collection(self.collection)
+
     def exists(self) -> bool:
         with self._lock:
             return self._client.collection_exists(self.collection)

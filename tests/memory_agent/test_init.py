@@ -1,0 +1,32 @@
+import subprocess
+
+from tests.memory_agent.helpers import git, make_memory
+
+ENTRY = (
+    "---\nid: existing-note\ntitle: An entry that was here before\ntype: note\n"
+    "status: active\ncreated: 2026-01-05T10:00:00Z\n---\nWritten by hand long ago.\n"
+)
+
+
+def test_init_adopts_an_existing_repository_without_touching_its_history(env_home, minilm_model):
+    kb = env_home / "kb"
+    (kb / "note").mkdir(parents=True)
+    (kb / "note" / "existing-note.md").write_text(ENTRY)
+    subprocess.run(["git", "init", "-q", str(kb)], check=True)
+    git(kb, "add", "note/existing-note.md")
+    git(kb, "-c", "user.name=me", "-c", "user.email=me@example.com", "commit", "-qm", "mine")
+    head = git(kb, "rev-parse", "HEAD")
+    memory = make_memory(env_home, minilm_model)
+    reply = memory.init(demo=True, embedder="minilm")
+    assert reply["created_repo"] is False
+    assert (kb / "note" / "existing-note.md").read_text() == ENTRY
+    assert git(kb, "rev-parse", "HEAD~1") == head  # the demo commit sits on top of the user's
+    assert memory.search("entry written by hand", limit=1)["hits"][0]["id"] == "existing-note"
+
+
+def test_init_twice_is_harmless(env_home, minilm_model):
+    memory = make_memory(env_home, minilm_model)
+    first = memory.init(demo=True, embedder="minilm")
+    second = make_memory(env_home, minilm_model).init(demo=True, embedder="minilm")
+    assert first["demo_entries_added"] == 79 and second["demo_entries_added"] == 0
+    assert second["created_repo"] is False and second["commit"] == first["commit"]

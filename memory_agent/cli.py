@@ -58,10 +58,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _memory(args: argparse.Namespace):
-    from memory_agent.memory import Memory
+def _home(args: argparse.Namespace) -> Path:
+    return config_mod.load({"home": args.home}).home_dir
 
-    return Memory(config_mod.load({"home": args.home}))
+
+def _client(args: argparse.Namespace):
+    from memory_agent.client import DaemonClient
+
+    home = _home(args)
+    if not (home / "kb" / ".git").exists():
+        from memory_agent.errors import NotReady
+
+        raise NotReady(
+            f"no knowledge base at {home / 'kb'}: run `memory-agent init` "
+            "(or set MEMORY_AGENT_HOME / --home to your home)"
+        )
+    return DaemonClient(home)
+
+
+def _tool(args: argparse.Namespace, name: str, **arguments) -> dict:
+    return _client(args).call_tool(name, {k: v for k, v in arguments.items() if v is not None})
 
 
 def _body(args: argparse.Namespace) -> str:
@@ -99,11 +115,17 @@ def _print_write(reply: dict) -> None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    from memory_agent.client import DaemonClient
+    from memory_agent.mcp_config import client_configs
     from memory_agent.memory import Memory
 
     cfg = config_mod.load({"home": args.home})
-    memory = Memory(cfg)
-    reply = memory.init(demo=args.demo, embedder=args.embedder)
+    reply = Memory(cfg).init(demo=args.demo, embedder=args.embedder, sync=False)
+    client = DaemonClient(cfg.home_dir)
+    if not args.no_index:
+        # The daemon owns the index: it builds it on this first call.
+        reply["index"] = client.admin("sync")
+    reply["mcp"] = client_configs(cfg.home_dir)
 
     def human(r: dict) -> None:
         print(
@@ -112,27 +134,39 @@ def cmd_init(args: argparse.Namespace) -> int:
         )
         if r["demo_entries_added"]:
             print(f"added {r['demo_entries_added']} demo entries in commit {r['commit'][:12]}")
-        print(f"embedder {r['embedder']}; index {r['index']}")
+        if "index" in r:
+            i = r["index"]
+            print(
+                f"embedder {r['embedder']}; index {i['generation']}: {i['entries']} entries, "
+                f"{'consistent' if i['consistent'] else 'INCONSISTENT'}"
+            )
+        print("\nConnect your agent (the proxy starts the daemon when needed):")
+        for name, text in r["mcp"].items():
+            print(f"\n# {name}\n{text}")
 
     return _emit(args, reply, human)
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from memory_agent.gateway import Gateway
-
-    reply = Gateway(_memory(args)).add(
-        args.title, _body(args), type=args.type, tags=args.tag, request_id=args.request_id
+    reply = _tool(
+        args,
+        "memory_add",
+        title=args.title,
+        body=_body(args),
+        type=args.type,
+        tags=args.tag or [],
+        request_id=args.request_id,
     )
     return _emit(args, reply, _print_write)
 
 
 def cmd_supersede(args: argparse.Namespace) -> int:
-    from memory_agent.gateway import Gateway
-
-    reply = Gateway(_memory(args)).supersede(
-        args.old_id,
-        args.title,
-        _body(args),
+    reply = _tool(
+        args,
+        "memory_supersede",
+        old_id=args.old_id,
+        title=args.title,
+        body=_body(args),
         type=args.type,
         tags=args.tag,
         confirm=args.confirm,
@@ -142,16 +176,12 @@ def cmd_supersede(args: argparse.Namespace) -> int:
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
-    from memory_agent.gateway import Gateway
-
-    reply = Gateway(_memory(args)).archive(
-        args.id, args.reason, confirm=args.confirm, request_id=args.request_id
-    )
+    reply = _tool(args, "memory_archive", id=args.id, reason=args.reason, confirm=args.confirm)
     return _emit(args, reply, _print_write)
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    reply = _memory(args).get(args.id)
+    reply = _tool(args, "memory_get", id=args.id)
 
     def human(r: dict) -> None:
         print(f"{r['id']}  [{r['type']}, {r['status']}{'' if r['writable'] else ', read-only'}]")
@@ -163,8 +193,10 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    reply = _memory(args).search(
-        args.query,
+    reply = _tool(
+        args,
+        "memory_search",
+        query=args.query,
         limit=args.limit,
         types=args.type,
         tags=args.tag,
@@ -195,7 +227,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    reply = _memory(args).status()
+    reply = _tool(args, "memory_index_status")
 
     def human(r: dict) -> None:
         state = "consistent" if r["consistent"] else "INCONSISTENT: " + "; ".join(r["problems"])
@@ -212,12 +244,14 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(f"      ! {problem}")
         if r["pending"]:
             print(f"  {r['pending']} unfinished write(s) will be completed by the next write")
+        if r.get("degraded"):
+            print(f"  ({r['degraded']})")
 
     return _emit(args, reply, human)
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
-    reply = _memory(args).rebuild()
+    reply = _client(args).admin("rebuild")
     return _emit(
         args,
         reply,
@@ -226,6 +260,40 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             f"{r['seconds']} s"
         ),
     )
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from memory_agent.client import DaemonClient
+
+    client = DaemonClient(_home(args))
+    health = client.health()
+    stopped = client.stop(wait=True)
+    reply = {"stopped": stopped, "pid": health.get("pid") if health else None}
+    return _emit(
+        args,
+        reply,
+        lambda r: print(
+            f"stopped the daemon (pid {r['pid']})" if r["stopped"] else "no daemon was running"
+        ),
+    )
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from memory_agent.daemon import AlreadyRunning, run_daemon
+
+    try:
+        return run_daemon(
+            args.home, preload=args.preload, idle_exit=args.idle_exit, foreground=args.foreground
+        )
+    except AlreadyRunning as exc:
+        print(f"memory-agent daemon: {exc}", file=sys.stderr)
+        return 1
+
+
+def cmd_proxy(args: argparse.Namespace) -> int:
+    from memory_agent.proxy import run_proxy
+
+    return run_proxy(_home(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -264,6 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="write this embedder to config.toml (default for new homes: bge-m3)",
     )
     p.add_argument("--demo", action="store_true", help="add the demo entries (one commit)")
+    p.add_argument(
+        "--no-index", action="store_true", help="do not start the daemon to build the index now"
+    )
 
     p = command("add", cmd_add, "add an entry (dedup, validate, write, commit, index)")
     p.add_argument("--title", required=True)
@@ -308,10 +379,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("--reason", required=True)
     p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
-    p.add_argument("--request-id")
 
     command("status", cmd_status, "index generation, consistency, sources, pending writes")
     command("rebuild", cmd_rebuild, "build a fresh index generation from the files")
+    command("stop", cmd_stop, "stop this home's daemon (it finishes the write in flight)")
+
+    p = command(
+        "daemon",
+        cmd_daemon,
+        "run the resident daemon (normally the proxy starts it)",
+        "Serve MCP on the Unix socket run/daemon.sock of the home: one model, one index "
+        "and every write for all agent sessions. The proxy starts it when needed.",
+    )
+    p.add_argument("--preload", action="store_true", help="load the model now, not on first use")
+    p.add_argument(
+        "--idle-exit",
+        type=float,
+        help="exit after this many idle seconds (default: config idle_exit; 0 = never)",
+    )
+    p.add_argument("--foreground", action="store_true", help="also log to stderr")
+
+    command(
+        "proxy",
+        cmd_proxy,
+        "the stdio MCP server an agent launches (forwards to the daemon)",
+        "Speak MCP (JSON-RPC lines) on stdin/stdout and forward every message to the home's "
+        "daemon, starting it if needed. This is what goes in your agent's MCP settings.",
+    )
 
     p = sub.add_parser(
         "eval",
@@ -333,23 +427,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _as_error(exc: Exception) -> tuple[str, str] | None:
+    """(code, message) for the errors a user should see as a message, None for bugs."""
+    from memory_agent.client import DaemonError, ToolCallError
+    from memory_agent.errors import MemoryAgentError
+
+    if isinstance(exc, MemoryAgentError):
+        return exc.code, str(exc)
+    if isinstance(exc, ToolCallError):
+        code, sep, text = str(exc).partition(": ")
+        return (code, text) if sep and code.isidentifier() else ("error", str(exc))
+    if isinstance(exc, DaemonError):
+        return "daemon", str(exc)
+    ragcore_errors = sys.modules.get("ragcore.errors")  # never imported just to catch
+    if ragcore_errors is not None and isinstance(exc, ragcore_errors.RagcoreError):
+        return "index", str(exc)
+    if isinstance(exc, ValueError):
+        return "invalid", str(exc)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from memory_agent.errors import MemoryAgentError
-    from ragcore import RagcoreError
-
     try:
         return args.func(args)
-    except (MemoryAgentError, RagcoreError, ValueError) as exc:
-        from memory_agent.errors import Invalid
-
-        err = exc if isinstance(exc, MemoryAgentError) else Invalid(str(exc))
-        if isinstance(exc, RagcoreError):
-            err.code = "index"
+    except Exception as exc:
+        error = _as_error(exc)
+        if error is None:
+            raise
+        code, message = error
         if getattr(args, "json", False):
-            print(json.dumps(err.as_json(), ensure_ascii=False))
-        print(f"memory-agent {args.command}: {exc}", file=sys.stderr)
+            print(json.dumps({"error": message, "code": code}, ensure_ascii=False))
+        print(f"memory-agent {args.command}: {message}", file=sys.stderr)
         return 2
 
 

@@ -55,6 +55,13 @@ SETTINGS: tuple[Setting, ...] = (
         "max_chars", "MEMORY_AGENT_MAX_CHARS", 1500, "Largest chunk, in characters of body text."
     ),
     Setting(
+        "idle_exit",
+        "MEMORY_AGENT_IDLE_EXIT",
+        1800,
+        "Seconds without a request after which the daemon exits (0: never). The next call "
+        "starts it again.",
+    ),
+    Setting(
         "qdrant_url",
         "MEMORY_AGENT_QDRANT_URL",
         "",

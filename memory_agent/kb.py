@@ -238,11 +238,21 @@ def _yaml_value(value: Any) -> Any:
 
 
 def render_entry(entry: Entry) -> str:
-    """The file text of an entry: frontmatter in a fixed key order, then the body."""
-    meta = {k: _yaml_value(v) for k, v in entry.meta.items()}
-    front = yaml.safe_dump(
-        meta, allow_unicode=True, sort_keys=False, default_flow_style=None, width=1000
-    ).strip()
+    """The file text of an entry: frontmatter in a fixed key order, one key a line (lists in
+    flow style, `tags: [a, b]`), then the body."""
+    lines = []
+    for key, value in entry.meta.items():
+        value = _yaml_value(value)
+        if isinstance(value, list):
+            text = yaml.safe_dump(value, allow_unicode=True, default_flow_style=True, width=1000)
+            lines.append(f"{key}: {text.strip()}")
+        else:
+            lines.append(
+                yaml.safe_dump(
+                    {key: value}, allow_unicode=True, default_flow_style=False, width=1000
+                ).strip()
+            )
+    front = "\n".join(lines)
     return f"---\n{front}\n---\n{entry.body.strip()}\n"
 
 

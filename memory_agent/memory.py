@@ -255,7 +255,13 @@ class Memory:
             raise Invalid("query: empty; say what you are looking for, e.g. 'how do we release'")
         limit = max(1, min(int(limit), 50))
         with self.session():
-            self.sync()
+            if use_dense:
+                self.sync()
+            elif not self.index.exists():
+                raise NotReady(
+                    "the first index of this home is not built yet (the model is "
+                    "loading); retry in a few seconds"
+                )
             statuses = ("active", "archived") if include_archived else ("active",)
             flt = Filter(
                 types=tuple(types) if types else None,
@@ -346,9 +352,23 @@ class Memory:
             f"no entry with id {entry_id!r}: find ids with memory_search (or `memory-agent search`)"
         )
 
-    def status(self) -> dict[str, Any]:
+    def status(self, sync: bool = True) -> dict[str, Any]:
         with self.session():
-            self.sync()
+            if sync:
+                self.sync()
+            elif not self.index.exists():
+                return {
+                    "generation": None,
+                    "consistent": False,
+                    "entries": 0,
+                    "points": 0,
+                    "manifest_points": 0,
+                    "embedder": self.cfg.embedder,
+                    "sources": [],
+                    "pending": 0,
+                    "last_refresh": None,
+                    "problems": ["no index yet: it is built when the model has loaded"],
+                }
             check = self.index.check()
             manifest = self.index.manifest
             from memory_agent.gateway import pending_intents
@@ -380,7 +400,9 @@ class Memory:
             }
 
     # -- init -------------------------------------------------------------------------------
-    def init(self, *, demo: bool = False, embedder: str | None = None) -> dict[str, Any]:
+    def init(
+        self, *, demo: bool = False, embedder: str | None = None, sync: bool = True
+    ) -> dict[str, Any]:
         """Create (or adopt) the home and the KB repository; optionally add the demo entries."""
         for sub in ("kb", "index", "cache", "events", "run"):
             (self.home / sub).mkdir(parents=True, exist_ok=True)
@@ -401,8 +423,10 @@ class Memory:
         self.cfg = config_mod.load({"home": str(self.home)})
         self._embedder = None
         self._index = None
-        with self.session():
-            synced = self.sync()
+        synced = None
+        if sync:
+            with self.session():
+                synced = self.sync()
         return {
             "home": str(self.home),
             "kb": str(self.kb_dir),

@@ -13,3 +13,9 @@ def tiny_bge_m3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.fixtures.tiny_bge_m3 import build_tiny_bge_m3
 
     return build_tiny_bge_m3(tmp_path_factory.mktemp("tiny-bge-m3"))
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One embedding cache for the session: the demo entries are embedded once."""
+    return tmp_path_factory.mktemp("embedding-cache")

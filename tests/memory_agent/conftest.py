@@ -19,12 +19,6 @@ def minilm_model() -> MiniLMEmbedder:
     return model
 
 
-@pytest.fixture(scope="session")
-def shared_cache(tmp_path_factory) -> Path:
-    """One embedding cache for the session: the demo entries are embedded once."""
-    return tmp_path_factory.mktemp("embedding-cache")
-
-
 @pytest.fixture
 def env_home(tmp_path, shared_cache, monkeypatch) -> Path:
     home = tmp_path / "home"

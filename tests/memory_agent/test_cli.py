@@ -5,9 +5,11 @@ import os
 import subprocess
 import sys
 
+from memory_agent.client import DaemonClient
+
 
 def run(home, cache, *args, stdin=None):
-    env = dict(os.environ, MEMORY_AGENT_CACHE=str(cache))
+    env = dict(os.environ, MEMORY_AGENT_CACHE=str(cache), MEMORY_AGENT_IDLE_EXIT="120")
     env.pop("MEMORY_AGENT_HOME", None)
     proc = subprocess.run(
         [sys.executable, "-m", "memory_agent", *args, "--home", str(home), "--json"],
@@ -24,8 +26,17 @@ def run(home, cache, *args, stdin=None):
 
 def test_the_cli_round_trip(tmp_path, shared_cache):
     home = tmp_path / "home"
+    try:
+        _round_trip(home, shared_cache)
+    finally:
+        DaemonClient(home).stop(wait=True)
+
+
+def _round_trip(home, shared_cache):
     rc, init = run(home, shared_cache, "init", "--embedder", "minilm", "--demo")
     assert rc == 0 and init["demo_entries_added"] == 79 and init["created_repo"]
+    assert init["index"]["consistent"] and init["index"]["entries"] == 79
+    assert "claude mcp add" in init["mcp"]["Claude Code (shell)"]
     rc, added = run(
         home,
         shared_cache,
@@ -62,6 +73,12 @@ def test_the_cli_round_trip(tmp_path, shared_cache):
     assert rc == 2 and error["code"] == "not_found" and "memory_search" in error["error"]
     rc, status = run(home, shared_cache, "status")
     assert rc == 0 and status["consistent"] and status["entries"] == 80
+    rc, rebuilt = run(home, shared_cache, "rebuild")
+    assert rc == 0 and rebuilt["generation"] == "gen-000002" and rebuilt["documents"] == 80
+    rc, stopped = run(home, shared_cache, "stop")
+    assert rc == 0 and stopped["stopped"] is True
+    rc, stopped = run(home, shared_cache, "stop")
+    assert rc == 0 and stopped["stopped"] is False
 
 
 def test_commands_before_init_name_the_fix(tmp_path, shared_cache):

@@ -1,0 +1,237 @@
+"""The resident daemon: one model, one index and every write, for all agent sessions of a home.
+
+It serves MCP over streamable HTTP (stateless, JSON responses) on a Unix socket in `run/`
+(mode 0600, in a 0700 folder), plus three plain routes: `GET /health`, `POST /admin/stop`,
+`POST /admin/rebuild`. One daemon per home: it holds `run/daemon.lock` for its whole life
+(a second one exits with a message naming the first) and the home lock, so no other process
+touches the index meanwhile.
+
+It starts small: the model loads on first use (or at once with `--preload`) in a background
+thread; meanwhile health and status answer at once and search answers from the lexical
+channel, saying so. SIGTERM (or `/admin/stop`) lets the write in flight finish, releases the
+locks and the socket, and exits 0. With `idle_exit` set, it exits after that many seconds
+without a request; the next proxy call starts it again.
+
+Logs go to `run/daemon.log` (and stderr with `--foreground`); nothing is written to stdout.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from memory_agent import __version__
+from memory_agent import config as config_mod
+
+__all__ = ["AlreadyRunning", "run_daemon"]
+
+log = logging.getLogger("memory_agent.daemon")
+
+
+class AlreadyRunning(RuntimeError):
+    pass
+
+
+def _setup_logging(run_dir: Path, foreground: bool) -> None:
+    handlers: list[logging.Handler] = [logging.FileHandler(run_dir / "daemon.log")]
+    if foreground:
+        handlers.append(logging.StreamHandler(sys.stderr))
+    logging.basicConfig(
+        level=logging.INFO,
+        handlers=handlers,
+        force=True,
+        format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s",
+    )
+    for noisy in ("httpx", "mcp.server.streamable_http", "mcp.server.lowlevel.server"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _take_daemon_lock(run_dir: Path):
+    fh = open(run_dir / "daemon.lock", "a+")  # noqa: SIM115 - held for the process's life
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        pid = (
+            (run_dir / "daemon.pid").read_text().strip()
+            if (run_dir / "daemon.pid").exists()
+            else "?"
+        )
+        raise AlreadyRunning(
+            f"a memory daemon is already running for this home (pid {pid}); "
+            "stop it with `memory-agent stop`"
+        ) from None
+    return fh
+
+
+def _bind_socket(path: Path) -> socket.socket:
+    if path.exists() or path.is_symlink():
+        path.unlink()  # stale: we hold the daemon lock, so nobody else is serving on it
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)  # the socket is born 0600: no window where others could connect
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(128)
+    return sock
+
+
+def build_app(service: Any, server_holder: dict[str, Any]):
+    """The ASGI app: MCP at /mcp plus health and admin routes."""
+    import anyio
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+
+    from memory_agent.errors import MemoryAgentError
+    from memory_agent.tools import build_server
+    from ragcore import RagcoreError
+
+    mcp = build_server(service)
+
+    @mcp.custom_route("/health", methods=["GET"])
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse(service.health())
+
+    @mcp.custom_route("/admin/stop", methods=["POST"])
+    async def stop(request: Request) -> JSONResponse:
+        log.info("stop requested")
+        server = server_holder.get("server")
+        if server is not None:
+            server.should_exit = True
+        return JSONResponse({"status": "stopping", "pid": os.getpid()})
+
+    async def admin(fn) -> JSONResponse:
+        try:
+            reply = await anyio.to_thread.run_sync(fn)
+        except (MemoryAgentError, RagcoreError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=500)
+        return JSONResponse(reply)
+
+    @mcp.custom_route("/admin/rebuild", methods=["POST"])
+    async def rebuild(request: Request) -> JSONResponse:
+        return await admin(service.rebuild)
+
+    @mcp.custom_route("/admin/sync", methods=["POST"])
+    async def sync(request: Request) -> JSONResponse:
+        """Wait for the model, bring the index up to date, answer with the status."""
+        return await admin(service.sync)
+
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["localhost", "localhost:*"],
+        allowed_origins=[],
+    )
+    return mcp.streamable_http_app(
+        stateless_http=True, json_response=True, transport_security=security
+    )
+
+
+def _server_class():
+    import signal
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn re-raises SIGTERM after a graceful shutdown (exit status -15); for us SIGTERM
+        is the normal way to stop: finish the work in flight, clean up, exit 0."""
+
+        def handle_exit(self, sig, frame) -> None:
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True
+            else:
+                self.should_exit = True
+
+    return Server
+
+
+def _idle_watch(service: Any, server_holder: dict[str, Any], idle_exit: float) -> None:
+    while True:
+        time.sleep(min(5.0, max(idle_exit / 4, 0.2)))
+        server = server_holder.get("server")
+        if server is None or server.should_exit:
+            return
+        if time.monotonic() - service.last_used > idle_exit and service.lock.acquire(False):
+            try:
+                log.info("idle for %.0f s: exiting", idle_exit)
+                server.should_exit = True
+            finally:
+                service.lock.release()
+            return
+
+
+def run_daemon(
+    home: str | None = None,
+    *,
+    preload: bool = False,
+    idle_exit: float | None = None,
+    foreground: bool = False,
+) -> int:
+    import uvicorn
+
+    from memory_agent.memory import Memory
+    from memory_agent.service import Service
+
+    cfg = config_mod.load({"home": home})
+    memory = Memory(cfg, resident=True)
+    memory.require_home()
+    run_dir = memory.run_dir
+    os.chmod(run_dir, 0o700)
+    if not foreground:
+        # Never write to an inherited stdout: point fd 1 at the log's sink (stderr/devnull).
+        os.dup2(2, 1)
+    _setup_logging(run_dir, foreground)
+    lock_fh = _take_daemon_lock(run_dir)
+    assert memory.lock is not None
+    memory.lock.acquire(timeout=60)  # CLI processes of an older kind may hold it briefly
+    pid_file = run_dir / "daemon.pid"
+    sock_path = run_dir / "daemon.sock"
+    service = Service(memory)
+    holder: dict[str, Any] = {}
+    try:
+        sock = _bind_socket(sock_path)
+        pid_file.write_text(f"{os.getpid()}\n")
+        app = build_app(service, holder)
+        server = _server_class()(
+            uvicorn.Config(
+                app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=60
+            )
+        )
+        holder["server"] = server
+        idle = float(cfg.idle_exit) if idle_exit is None else idle_exit
+        if idle > 0:
+            threading.Thread(target=_idle_watch, args=(service, holder, idle), daemon=True).start()
+        if preload:
+            service.start_model_load()
+        log.info(
+            "memory-agent %s daemon pid %d serving %s (home %s, embedder %s)",
+            __version__,
+            os.getpid(),
+            sock_path,
+            memory.home,
+            cfg.embedder,
+        )
+        server.run(sockets=[sock])
+        # uvicorn has finished the requests in flight (a write completes before we get here)
+        with service.lock:
+            memory.close()
+        log.info("daemon pid %d stopped", os.getpid())
+        return 0
+    finally:
+        for path in (sock_path, pid_file):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+        memory.lock.release()
+        fcntl.flock(lock_fh, fcntl.LOCK_UN)
+        lock_fh.close()

@@ -1,0 +1,51 @@
+"""A real MCP client session over a real `memory-agent proxy` subprocess."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from memory_agent import session
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def env_for(home: Path, cache: Path, **extra: str) -> dict[str, str]:
+    env = dict(
+        os.environ,
+        MEMORY_AGENT_HOME=str(home),
+        MEMORY_AGENT_CACHE=str(cache),
+        MEMORY_AGENT_EMBEDDER="minilm",
+        MEMORY_AGENT_IDLE_EXIT="120",
+        PYTHONPATH=str(ROOT),
+    )
+    env.update(extra)
+    return env
+
+
+class ProxySession(session.ProxySession):
+    """The package's stdio MCP client, with the test environment for `home`."""
+
+    def __init__(self, home: Path, cache: Path, **extra_env: str):
+        super().__init__(home, env=env_for(home, cache, **extra_env))
+
+    def send(self, method: str, params: dict | None = None, notify: bool = False):
+        if notify:
+            return self.notify(method, params)
+        return super().send(method, params, timeout=120)
+
+
+def daemon_pids(home: Path) -> list[int]:
+    """Processes running `memory_agent daemon --home <home>`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = [c.decode(errors="replace") for c in cmd if c]
+        if "daemon" in args and str(home) in args and any("memory_agent" in a for a in args):
+            pids.append(int(entry.name))
+    return pids

@@ -1,0 +1,300 @@
+"""End to end: real proxies (subprocesses speaking JSON-RPC on stdio) and a real daemon."""
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from memory_agent import config
+from memory_agent.client import DaemonClient
+from memory_agent.memory import Memory
+from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for
+
+
+@pytest.fixture
+def home(tmp_path, shared_cache, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("MEMORY_AGENT_CACHE", str(shared_cache))
+    Memory(config.load({"home": str(home)})).init(demo=True, embedder="minilm", sync=False)
+    yield home
+    DaemonClient(home).stop(wait=True)
+    for pid in daemon_pids(home):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _structured(result):
+    assert not result.get("isError"), result
+    return result["structuredContent"]
+
+
+def test_a_whole_session_through_the_proxy(home, shared_cache):
+    s = ProxySession(home, shared_cache)
+    try:
+        init = s.initialize()
+        assert init["result"]["serverInfo"]["name"] == "memory-agent"
+        tools = {t["name"]: t for t in s.send("tools/list")["result"]["tools"]}
+        assert set(tools) == {
+            "memory_search",
+            "memory_get",
+            "memory_add",
+            "memory_supersede",
+            "memory_archive",
+            "memory_index_status",
+        }
+        assert tools["memory_add"]["description"].startswith("Remember something new")
+        added = _structured(
+            s.call(
+                "memory_add",
+                title="Proxy sessions share one daemon",
+                body="Ten agent sessions start ten proxies and one daemon.",
+                type="fact",
+                tags=["daemon"],
+                request_id="e2e-1",
+            )
+        )
+        assert added["status"] == "created" and added["commit"] and added["generation"]
+        hits = _structured(
+            s.call("memory_search", query="how many daemons for ten sessions", limit=3)
+        )["hits"]
+        assert hits[0]["id"] == added["id"]  # read your write
+        got = _structured(s.call("memory_get", id=added["id"]))
+        assert got["tags"] == ["daemon"] and got["writable"] is True
+        preview = _structured(
+            s.call(
+                "memory_supersede",
+                old_id=added["id"],
+                title="All proxies of a home share one daemon",
+                body="N sessions: N proxies of a few MB, one daemon.",
+            )
+        )
+        assert preview["status"] == "preview" and len(preview["preview"]) == 2
+        done = _structured(
+            s.call(
+                "memory_supersede",
+                old_id=added["id"],
+                title="All proxies of a home share one daemon",
+                body="N sessions: N proxies of a few MB, one daemon.",
+                confirm=True,
+            )
+        )
+        assert done["status"] == "superseded"
+        # legacy-jenkins-url is archived in the demo KB: a tool error the model can read
+        error = s.call("memory_archive", id="legacy-jenkins-url", reason="x", confirm=True)
+        assert error["isError"] and "already archived" in error["content"][0]["text"]
+        archived = _structured(
+            s.call("memory_archive", id="branch-naming", reason="moved to the wiki", confirm=True)
+        )
+        assert archived["status"] == "archived"
+        status = _structured(s.call("memory_index_status"))
+        assert status["consistent"] and status["pending"] == 0
+        assert status["entries"] == 81  # 79 demo + added + its successor
+        unknown = s.call("memory_get", id="no-such-entry")
+        assert unknown["isError"] and "memory_search" in unknown["content"][0]["text"]
+    finally:
+        s.close()
+    # nothing but JSON-RPC ever reached the proxy's stdout
+    assert s.lines and all(json.loads(line)["jsonrpc"] == "2.0" for line in s.lines)
+
+
+def test_the_socket_is_owner_only_and_a_second_daemon_refuses(home, shared_cache):
+    health = DaemonClient(home).ensure()
+    sock = home / "run" / "daemon.sock"
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+    assert stat.S_IMODE((home / "run").stat().st_mode) == 0o700
+    second = subprocess.run(
+        [sys.executable, "-m", "memory_agent", "daemon", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=env_for(home, shared_cache),
+        timeout=60,
+    )
+    assert second.returncode == 1
+    assert f"already running for this home (pid {health['pid']})" in second.stderr
+    assert second.stdout == ""
+
+
+def test_ten_proxies_started_at_once_make_exactly_one_daemon(home, shared_cache):
+    sessions = []
+    barrier = threading.Barrier(10)
+
+    def start():
+        barrier.wait()
+        sessions.append(ProxySession(home, shared_cache))
+
+    threads = [threading.Thread(target=start) for _ in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        replies = [s.initialize() for s in sessions]
+        assert all("result" in r for r in replies)
+        assert len(daemon_pids(home)) == 1
+        pids = {_structured(s.call("memory_index_status"))["generation"] for s in sessions}
+        assert len(pids) == 1
+    finally:
+        for s in sessions:
+            s.close()
+    assert len(daemon_pids(home)) == 1
+
+
+def test_a_killed_daemon_is_restarted_by_the_next_call(home, shared_cache):
+    s = ProxySession(home, shared_cache)
+    try:
+        s.initialize()
+        DaemonClient(home).admin("sync")  # wait for the model and the first index
+        assert _structured(s.call("memory_index_status"))["consistent"]
+        [pid] = daemon_pids(home)
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+        status = _structured(s.call("memory_index_status"))  # read-only: retried after restart
+        assert status["entries"] == 79
+        [new_pid] = daemon_pids(home)
+        assert new_pid != pid
+    finally:
+        s.close()
+
+
+def _faulty_daemon(home, cache):
+    """A daemon that SIGKILLs itself in the middle of its next write (after the commit)."""
+    for pid in daemon_pids(home):
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.2)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memory_agent", "daemon", "--home", str(home)],
+        env=env_for(home, cache, MEMORY_AGENT_FAULT="after-commit"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = DaemonClient(home)
+    deadline = time.monotonic() + 60
+    while client.health() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return proc
+
+
+def test_a_write_in_flight_when_the_daemon_dies_carries_over_only_with_its_request_id(
+    home, shared_cache
+):
+    s = ProxySession(home, shared_cache)
+    try:
+        s.initialize()
+        DaemonClient(home).admin("sync")
+        _faulty_daemon(home, shared_cache)
+        reply = s.send(
+            "tools/call",
+            {
+                "name": "memory_add",
+                "arguments": {
+                    "title": "Written as the daemon died",
+                    "body": "No request id on this one.",
+                },
+            },
+        )
+        assert "error" in reply and "request_id" in reply["error"]["message"]
+        # it was committed before the crash; the next daemon finishes it once its model is up
+        assert DaemonClient(home).admin("sync")["pending"] == 0
+        hits = _structured(s.call("memory_search", query="written as the daemon died"))["hits"]
+        assert hits[0]["id"] == "written-as-the-daemon-died"
+        _faulty_daemon(home, shared_cache)
+        carried = _structured(
+            s.call(
+                "memory_add",
+                title="Carried over by its request id",
+                body="The proxy retried this after the restart.",
+                request_id="carry-1",
+            )
+        )
+        assert carried["status"] == "created" and carried["id"] == "carried-over-by-its-request-id"
+        assert carried["commit"]
+        again = _structured(
+            s.call(
+                "memory_add",
+                title="Carried over by its request id",
+                body="ignored",
+                request_id="carry-1",
+            )
+        )
+        assert again == carried
+        assert _structured(s.call("memory_index_status"))["pending"] == 0
+    finally:
+        s.close()
+
+
+def test_sigterm_releases_socket_and_lock_and_exits_zero(home, shared_cache):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memory_agent", "daemon", "--home", str(home), "--foreground"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_for(home, shared_cache),
+    )
+    client = DaemonClient(home)
+    deadline = time.monotonic() + 60
+    while client.health() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.admin("sync")["consistent"]
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    assert out == ""  # nothing on stdout, even in the foreground
+    assert not (home / "run" / "daemon.sock").exists()
+    assert not (home / "run" / "daemon.pid").exists()
+    # the locks are free: a new daemon starts
+    assert client.ensure()["pid"] != proc.pid
+
+
+def test_search_answers_from_the_lexical_channel_while_the_model_loads(home, shared_cache):
+    client = DaemonClient(home)
+    client.ensure()
+    client.admin("sync")  # index built (the model is loaded now)
+    client.stop(wait=True)
+    health = client.ensure()  # a fresh daemon: no model yet
+    assert health["model_loaded"] is False
+    reply = client.call_tool("memory_search", {"query": "jieba 词典加载 kctl 启动慢"})
+    assert reply["degraded"].startswith("model loading")
+    assert reply["hits"] and reply["hits"][0]["id"] == "jieba-dictionary-load-slows-cli"
+    deadline = time.monotonic() + 120
+    while not client.health()["model_loaded"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "degraded" not in client.call_tool("memory_search", {"query": "jieba"})
+
+
+def test_a_daemon_of_another_version_is_replaced(home, shared_cache):
+    old = (
+        "import memory_agent.service as s; s.__version__ = '0.0.1-old'\n"
+        "from memory_agent.daemon import run_daemon\n"
+        f"run_daemon({str(home)!r})\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", old],
+        env=env_for(home, shared_cache),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = DaemonClient(home)
+    deadline = time.monotonic() + 60
+    while client.health() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.health()["version"] == "0.0.1-old"
+    health = client.ensure()
+    assert health["version"] != "0.0.1-old" and health["pid"] != proc.pid
+    assert proc.wait(timeout=30) == 0
+
+
+def test_the_proxy_imports_nothing_heavy():
+    code = (
+        "import sys\nfrom memory_agent.cli import build_parser\nimport memory_agent.proxy\n"
+        "heavy = ('torch', 'numpy', 'qdrant_client', 'FlagEmbedding', 'transformers', "
+        "'sentence_transformers', 'mcp', 'pydantic', 'ragcore', 'starlette', 'git')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

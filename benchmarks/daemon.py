@@ -98,6 +98,12 @@ def main() -> None:
         client.admin("sync")
         client.stop(wait=True)
 
+        client.ensure()  # a fresh daemon that has answered nothing but /health
+        daemon_pid = client.health()["pid"]
+        time.sleep(1.0)
+        out["daemon_rss_idle_mb"] = rss_mb(daemon_pid)
+        client.stop(wait=True)
+
         t = time.perf_counter()
         s = ProxySession(home, env=env)
         s.initialize()
@@ -105,7 +111,6 @@ def main() -> None:
         out["cold_start_first_result_ms"] = (time.perf_counter() - t) * 1000
         out["cold_first_result_degraded"] = float("degraded" in first["structuredContent"])
         daemon_pid = client.health()["pid"]
-        out["daemon_rss_idle_mb"] = rss_mb(daemon_pid)
         while "degraded" in s.call("memory_search", query="warm up")["structuredContent"]:
             time.sleep(0.05)
         out["cold_start_full_search_ms"] = (time.perf_counter() - t) * 1000

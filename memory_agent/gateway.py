@@ -43,7 +43,7 @@ from memory_agent.kb import (
     validate,
 )
 from memory_agent.memory import KB_SOURCE, Memory, content_key
-from ragcore import Filter
+from ragcore import Filter, atomic_write
 
 __all__ = ["DEDUP_THRESHOLDS", "Gateway", "pending_intents"]
 
@@ -59,30 +59,6 @@ FAULT_ENV = "MEMORY_AGENT_FAULT"  # test hook: "after-write" or "after-commit" k
 def _fault(point: str) -> None:
     if os.environ.get(FAULT_ENV) == point:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Temp file in the same folder, fsync, rename over the target, fsync the folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    _fsync_dir(path.parent)
 
 
 def _pending_dir(memory: Memory) -> Path:

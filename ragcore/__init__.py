@@ -7,6 +7,7 @@ web library (a test enforces it). This module is the public surface: what is not
 `__all__` is private.
 """
 
+from ragcore.atomic import atomic_write
 from ragcore.documents import (
     DEFAULT_EXCLUDES,
     Chunk,
@@ -74,5 +75,6 @@ __all__ = [
     "normalize_text",
     "scan_markdown",
     "search",
+    "atomic_write",
     "wikilinks",
 ]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import threading
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ragcore.atomic import atomic_write
 from ragcore.documents import DEFAULT_MAX_CHARS, Chunk, Document, chunk_document
 from ragcore.embedding import Embedder
 from ragcore.errors import IndexError_, IndexInconsistent
@@ -90,24 +90,6 @@ class RefreshReport:
     @property
     def changed(self) -> bool:
         return bool(self.added or self.updated or self.removed)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def _payload(doc: Document, chunk: Chunk, writable: bool) -> dict[str, Any]:
@@ -383,7 +365,7 @@ class Index:
                         chunks += len(batch)
                 for doc in unique_docs:
                     manifest["docs"][doc.id] = self._manifest_entry(doc)
-                _write_atomic(gen_dir / MANIFEST, json.dumps(manifest, ensure_ascii=False).encode())
+                atomic_write(gen_dir / MANIFEST, json.dumps(manifest, ensure_ascii=False).encode())
                 points = store.count()
                 expected = sum(d["chunks"] for d in manifest["docs"].values())
                 if points != expected or chunks != expected:
@@ -394,7 +376,7 @@ class Index:
             finally:
                 store.close()
             previous = self.current()
-            _write_atomic(self.root / CURRENT, (name + "\n").encode())
+            atomic_write(self.root / CURRENT, (name + "\n").encode())
             removed = self._clean(keep={name, previous} - {None})
             self.open()
             return BuildReport(
@@ -476,7 +458,7 @@ class Index:
             for doc in changed:
                 known[doc.id] = self._manifest_entry(doc)
             report.chunks_embedded = len(new_points)
-            _write_atomic(
+            atomic_write(
                 self.root / self._generation / MANIFEST,  # type: ignore[operator]
                 json.dumps(self._manifest, ensure_ascii=False).encode(),
             )

@@ -290,6 +290,17 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         return 1
 
 
+def cmd_web(args: argparse.Namespace) -> int:
+    from legal_web.server import main as web_main
+
+    argv = ["--port", str(args.port)]
+    if args.data:
+        argv += ["--data", args.data]
+    if args.web_home:
+        argv += ["--home", args.web_home]
+    return web_main(argv)
+
+
 def cmd_proxy(args: argparse.Namespace) -> int:
     from memory_agent.proxy import run_proxy
 
@@ -398,6 +409,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit after this many idle seconds (default: config idle_exit; 0 = never)",
     )
     p.add_argument("--foreground", action="store_true", help="also log to stderr")
+
+    p = sub.add_parser(
+        "web",
+        help="run the regulation Q&A web app (legal_web) on 127.0.0.1",
+        description="Serve the policy/regulation Q&A app: a page and a JSON API answering "
+        "questions from knowledge bases of regulation documents, with cited passages. Prints "
+        "the URL; Ctrl-C stops it.",
+    )
+    p.add_argument("--port", type=int, default=8765, help="TCP port (0: any free port)")
+    p.add_argument("--data", help="folder of knowledge bases (default: the bundled samples)")
+    p.add_argument("--web-home", help="where its index lives (default: under ~/.cache/legal_web)")
+    p.set_defaults(func=cmd_web)
 
     command(
         "proxy",

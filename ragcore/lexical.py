@@ -200,6 +200,10 @@ class BM25Index:
         df = len(self._postings.get(term, ()))
         return float(np.log(1.0 + (n - df + 0.5) / (df + 0.5)))
 
+    def token_idf(self, token: str) -> float:
+        """IDF of a token as the tokenizer spells it (0-ish for a term in every document)."""
+        return self.idf(term_id(token))
+
     def search(
         self,
         query_tf: dict[int, float],

@@ -1,0 +1,5 @@
+import sys
+
+from legal_web.server import main
+
+sys.exit(main())

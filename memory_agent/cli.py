@@ -203,6 +203,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         include_readonly=not args.kb_only,
         include_archived=args.include_archived,
         explain=args.explain,
+        as_of=args.as_of,
     )
 
     def human(r: dict) -> None:
@@ -217,6 +218,11 @@ def cmd_search(args: argparse.Namespace) -> int:
                 f"    {h['snippet']}"
             )
             if "why" in h:
+                signals = ", ".join(f"{k} {v:+.3f}" for k, v in h["why"]["signals"].items() if v)
+                print(
+                    f"      relevance {h['why']['relevance']:.4f}"
+                    f"{'; ' + signals if signals else ''}; {h['why']['state']}"
+                )
                 for name, c in h["why"]["channels"].items():
                     print(
                         f"      {name:8s} rank {c['rank']:3d}  score {c['score']:.4f}  "
@@ -260,6 +266,46 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             f"{r['seconds']} s"
         ),
     )
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    reply = _tool(args, "memory_history", id=args.id)
+
+    def human(r: dict) -> None:
+        for step in r["chain"]:
+            reason = f"  ({step['reason']})" if step.get("reason") else ""
+            print(f"{step['created']}  {step['id']}  [{step['status']}]  {step['title']}{reason}")
+
+    return _emit(args, reply, human)
+
+
+def cmd_importance(args: argparse.Namespace) -> int:
+    reply = _tool(
+        args, "memory_set_importance", id=args.id, importance=args.importance, note=args.note
+    )
+    return _emit(args, reply, lambda r: print(f"{r['id']}: importance {r['importance']}"))
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    dry = "1" if args.dry_run else "0"
+    confirm = "1" if args.confirm else "0"
+    reply = _client(args).admin(f"gc?dry_run={dry}&confirm={confirm}")
+
+    def human(r: dict) -> None:
+        print(
+            f"{r['entries']} active entries: {len(r['dormant'])} dormant, "
+            f"{len(r['archive'])} to archive"
+        )
+        for c in r["dormant"]:
+            print(f"  dormant  {c['id']}: {c['reason']}")
+        for c in r["archive"]:
+            print(f"  archive  {c['id']}: {c['reason']}")
+        if r.get("status") == "preview":
+            print("nothing written; run `memory-agent gc --confirm` to archive them in one commit")
+        elif r.get("status") == "archived":
+            print(f"archived {len(r['ids'])} entries in commit {r['commit'][:12]} (files kept)")
+
+    return _emit(args, reply, human)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -369,6 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", help="only entries with this tag; repeat for more")
     p.add_argument("--kb-only", action="store_true", help="leave out the read-only corpora")
     p.add_argument("--include-archived", action="store_true")
+    p.add_argument("--as-of", metavar="YYYY-MM-DD", help="search the memory as it stood that day")
     p.add_argument("--explain", action="store_true", help="show each channel's rank and score")
 
     p = command(
@@ -394,6 +441,25 @@ def build_parser() -> argparse.ArgumentParser:
     command("status", cmd_status, "index generation, consistency, sources, pending writes")
     command("rebuild", cmd_rebuild, "build a fresh index generation from the files")
     command("stop", cmd_stop, "stop this home's daemon (it finishes the write in flight)")
+
+    p = command("history", cmd_history, "the supersede chain through an entry, oldest first")
+    p.add_argument("id")
+
+    p = command("importance", cmd_importance, "say how much an entry matters (1-10)")
+    p.add_argument("id")
+    p.add_argument("importance", type=int)
+    p.add_argument("--note", help="why it matters")
+
+    p = command(
+        "gc",
+        cmd_gc,
+        "list dormant entries and archive long-idle ones (never deletes)",
+        "List entries that went dormant (ranked lower) or have been idle past their "
+        "type's archive threshold. Without --dry-run, show the archive commit it would "
+        "make; with --confirm, make it (the files stay, marked archived).",
+    )
+    p.add_argument("--dry-run", action="store_true", help="only list, write nothing")
+    p.add_argument("--confirm", action="store_true", help="archive the candidates (one commit)")
 
     p = command(
         "daemon",

@@ -121,6 +121,12 @@ def build_app(service: Any, server_holder: dict[str, Any]):
     async def rebuild(request: Request) -> JSONResponse:
         return await admin(service.rebuild)
 
+    @mcp.custom_route("/admin/gc", methods=["POST"])
+    async def gc(request: Request) -> JSONResponse:
+        dry_run = request.query_params.get("dry_run", "1") == "1"
+        confirm = request.query_params.get("confirm", "0") == "1"
+        return await admin(lambda: service.gc(dry_run=dry_run, confirm=confirm))
+
     @mcp.custom_route("/admin/sync", methods=["POST"])
     async def sync(request: Request) -> JSONResponse:
         """Wait for the model, bring the index up to date, answer with the status."""

@@ -375,3 +375,24 @@ class Gateway:
                 }
             reply = {"status": "archived", "id": entry.id, "path": str(path)}
             return self._apply({path: text}, f"memory: archive {entry.id}", request_id, reply)
+
+    def archive_many(self, ids: list[str], reason: str, confirm: bool = False) -> dict[str, Any]:
+        """Archive several entries in ONE commit (used by gc). Preview unless `confirm`.
+        Call with the home lock held (the daemon's service lock, or a session)."""
+        files: dict[Path, str] = {}
+        for entry_id in ids:
+            path, entry = self._load_writable(entry_id)
+            if entry.status != "active":
+                continue
+            entry.status = "archived"
+            entry.extra.update(archived_at=utc_now(), archive_reason=reason)
+            files[path] = render_entry(entry)
+        if not confirm or not files:
+            return {
+                "status": "preview",
+                "ids": [p.stem for p in files],
+                "preview": {str(p): text for p, text in files.items()},
+                "next": "run again with confirm to archive them in one commit",
+            }
+        reply = {"status": "archived", "ids": [p.stem for p in files]}
+        return self._apply(files, f"memory: gc archives {len(files)} idle entries", None, reply)

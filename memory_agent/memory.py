@@ -28,9 +28,11 @@ from filelock import FileLock
 
 from memory_agent import config as config_mod
 from memory_agent.corpora import Corpus, load_corpora, read_corpus
-from memory_agent.errors import NotFound, NotReady
+from memory_agent.errors import Invalid, NotFound, NotReady
+from memory_agent.events import EntryStats
 from memory_agent.gitrepo import KBRepo
 from memory_agent.kb import ValidationError, iter_entry_files, read_entry
+from memory_agent.ranking import Ranked, rerank
 from ragcore import (
     CachedEmbedder,
     Document,
@@ -92,6 +94,10 @@ class Memory:
         self.sources: dict[str, SourceStatus] = {}
         self.last_refresh: str | None = None
         self.lock = FileLock(str(self.run_dir / "home.lock")) if self.run_dir.is_dir() else None
+        # Learned per-entry stats (the daemon folds them from events/) and the clock the
+        # dynamics use; both are plain attributes so experiments can set them.
+        self.stats: dict[str, EntryStats] = {}
+        self.clock = time.time
 
     # -- setup ------------------------------------------------------------------------------
     def require_home(self) -> None:
@@ -247,13 +253,17 @@ class Memory:
         include_readonly: bool = True,
         include_archived: bool = False,
         explain: bool = False,
+        as_of: str | None = None,
         use_dense: bool = True,
     ) -> dict[str, Any]:
-        if not isinstance(query, str) or not query.strip():
-            from memory_agent.errors import Invalid
+        """Relevance from ragcore, then the dynamics of `memory_agent.ranking` on top.
 
+        `as_of` ("YYYY-MM-DD") answers from the entries as they stood at the end of that day:
+        created by then, and not yet superseded or archived then."""
+        if not isinstance(query, str) or not query.strip():
             raise Invalid("query: empty; say what you are looking for, e.g. 'how do we release'")
         limit = max(1, min(int(limit), 50))
+        cutoff = _as_of_cutoff(as_of) if as_of else None
         with self.session():
             if use_dense:
                 self.sync()
@@ -262,36 +272,165 @@ class Memory:
                     "the first index of this home is not built yet (the model is "
                     "loading); retry in a few seconds"
                 )
-            statuses = ("active", "archived") if include_archived else ("active",)
+            if cutoff is not None:
+                statuses = None  # the lifecycle is judged by its dates, below
+                doc_ids = self._standing_at(cutoff)
+            else:
+                statuses = ("active", "archived") if include_archived else ("active",)
+                doc_ids = None
             flt = Filter(
                 types=tuple(types) if types else None,
                 tags=tuple(tags) if tags else None,
                 statuses=statuses,
                 sources=None if include_readonly else (KB_SOURCE,),
+                doc_ids=doc_ids,
             )
             result = search(
-                self.index, query, limit=limit, flt=flt, config=SearchConfig(), use_dense=use_dense
+                self.index,
+                query,
+                limit=max(limit * 3, 30),
+                flt=flt,
+                config=SearchConfig(),
+                use_dense=use_dense,
             )
+            candidates = [
+                Ranked(h.doc_id, h.score, h.payload, h.snippet, h.explain() if explain else None)
+                for h in result.hits
+            ]
+            ranked = rerank(
+                candidates,
+                stats=self.stats,
+                now=self.clock(),
+                neighbours=self._neighbours(),
+                lookup=self._lookup,
+                allowed=flt.matches,
+            )[:limit]
             hits = []
-            for h in result.hits:
-                p = h.payload
+            for r in ranked:
+                p = r.payload
                 hit = {
-                    "id": h.doc_id,
-                    "title": h.title,
+                    "id": r.doc_id,
+                    "title": p.get("title", ""),
                     "type": p.get("type", "note"),
                     "status": p.get("status", "active"),
-                    "score": round(h.score, 4),
-                    "snippet": h.snippet,
+                    "score": round(r.score, 4),
+                    "snippet": r.snippet,
                     "source": p.get("source"),
                     "writable": bool(p.get("writable")),
                 }
                 if explain:
-                    hit["why"] = h.explain()
+                    s = self.stats.get(r.doc_id)
+                    hit["why"] = {
+                        **(r.why or {"fused": 0.0, "channels": {}}),
+                        "relevance": round(r.relevance, 6),
+                        "signals": {k: round(v, 6) for k, v in r.signals.items()},
+                        "state": r.state,
+                        "recall_count": s.recall_count if s else 0,
+                        "importance": s.importance if s else None,
+                    }
                 hits.append(hit)
             out: dict[str, Any] = {"hits": hits, "generation": result.generation}
             if result.degraded:
                 out["degraded"] = result.degraded
             return out
+
+    # -- dynamics helpers -------------------------------------------------------------------
+    def _neighbours(self) -> dict[str, list[tuple[str, str]]]:
+        """Link graph of the index: [[wikilinks]] (a link to a superseded entry leads on to its
+        successor, as a `supersedes` edge), both directions."""
+        successor: dict[str, str] = {}
+        links: dict[str, list[str]] = {}
+        for payload in self.index.payloads.values():
+            if payload.get("n") != 0:
+                continue
+            doc = payload["doc_id"]
+            links[doc] = list(payload.get("links") or [])
+            if payload.get("superseded_by"):
+                successor[doc] = str(payload["superseded_by"])
+        graph: dict[str, list[tuple[str, str]]] = {}
+        for doc, targets in links.items():
+            for target in targets:
+                kind = "wikilink"
+                seen = {target}
+                while target in successor and successor[target] not in seen:
+                    target, kind = successor[target], "supersedes"
+                    seen.add(target)
+                if target in links:
+                    graph.setdefault(doc, []).append((target, kind))
+                    graph.setdefault(target, []).append((doc, kind))
+        return graph
+
+    def _lookup(self, doc_id: str) -> tuple[dict[str, Any], str] | None:
+        payload = self.index.payloads.get(f"{doc_id}#0")
+        if payload is None:
+            return None
+        text = " ".join(str(payload.get("text") or payload.get("title", "")).split())
+        return payload, text if len(text) <= 240 else text[:239] + "…"
+
+    def _standing_at(self, cutoff: float) -> tuple[str, ...]:
+        """Ids of the entries that existed and were neither superseded nor archived at `cutoff`."""
+        from memory_agent.ranking import _ts
+
+        keep = []
+        for payload in self.index.payloads.values():
+            if payload.get("n") != 0:
+                continue
+            created = _ts(payload.get("created"))
+            ended = [
+                t
+                for t in (_ts(payload.get("superseded_at")), _ts(payload.get("archived_at")))
+                if t is not None
+            ]
+            if created is not None and created > cutoff:
+                continue
+            if ended and min(ended) <= cutoff:
+                continue
+            keep.append(payload["doc_id"])
+        return tuple(sorted(keep))
+
+    def history(self, entry_id: str) -> dict[str, Any]:
+        """The supersede chain through `entry_id`, oldest first, read from the files."""
+        self.require_home()
+        start = self.find_path(entry_id)
+        if start is None:
+            raise NotFound(f"no entry with id {entry_id!r}: find ids with memory_search")
+        entries = {p.stem: p for p in iter_entry_files(self.kb_dir)}
+
+        def load(eid: str):
+            path = entries.get(eid)
+            return read_entry(path) if path is not None else None
+
+        first = load(entry_id)
+        seen = {entry_id}
+        while first is not None and first.extra.get("supersedes"):
+            prev = next(
+                (p for p in first.extra["supersedes"] if p in entries and p not in seen), None
+            )
+            if prev is None:
+                break
+            seen.add(prev)
+            first = load(prev)
+        chain, current, visited = [], first, set()
+        while current is not None and current.id not in visited:
+            visited.add(current.id)
+            step = {
+                "id": current.id,
+                "title": current.title,
+                "type": current.type,
+                "status": current.status,
+                "created": current.created,
+            }
+            for key in ("superseded_by", "superseded_at", "archived_at", "archive_reason"):
+                if key in current.extra:
+                    step[key] = current.extra[key]
+            if current.status == "superseded":
+                step["reason"] = f"superseded by {current.extra.get('superseded_by')}"
+            elif current.status == "archived":
+                step["reason"] = current.extra.get("archive_reason")
+            chain.append(step)
+            nxt = current.extra.get("superseded_by")
+            current = load(nxt) if nxt else None
+        return {"id": entry_id, "chain": chain}
 
     def find_path(self, entry_id: str) -> Path | None:
         for path in iter_entry_files(self.kb_dir):
@@ -436,6 +575,18 @@ class Memory:
             "embedder": self.cfg.embedder,
             "index": synced,
         }
+
+
+def _as_of_cutoff(as_of: str) -> float:
+    """The end of the day `as_of` (YYYY-MM-DD, UTC) as a timestamp."""
+    import datetime as dt
+
+    try:
+        day = dt.date.fromisoformat(str(as_of))
+    except ValueError as exc:
+        raise Invalid(f"as_of: {as_of!r} is not a date; use YYYY-MM-DD, e.g. 2026-06-30") from exc
+    end = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC) + dt.timedelta(days=1)
+    return end.timestamp() - 0.001
 
 
 def content_key(title: str, body: str) -> str:

@@ -27,7 +27,13 @@ from memory_agent.client import DaemonClient, DaemonError
 __all__ = ["run_proxy"]
 
 log = logging.getLogger("memory_agent.proxy")
-READ_ONLY_TOOLS = {"memory_search", "memory_get", "memory_index_status"}
+READ_ONLY_TOOLS = {
+    "memory_search",
+    "memory_get",
+    "memory_index_status",
+    "memory_history",
+    "memory_set_importance",
+}  # importance: an idempotent event, safe to repeat
 WRITE_TOOLS = {"memory_add", "memory_supersede", "memory_archive"}
 
 

@@ -10,11 +10,13 @@
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from typing import Any
 
 from memory_agent import __version__
+from memory_agent.events import EventLog, apply_event, fold
 from memory_agent.gateway import Gateway
 from memory_agent.memory import Memory
 
@@ -27,6 +29,18 @@ class Service:
     def __init__(self, memory: Memory):
         self.memory = memory
         self.gateway = Gateway(memory)
+        # Usage events: fold what earlier sessions logged, then log this session to its own file.
+        events_dir = memory.home / "events"
+        folded = fold(events_dir)
+        memory.stats = folded.stats
+        self.fold_report = folded
+        self.events = EventLog(events_dir)
+        if folded.corrupt_lines or folded.read_errors:
+            log.warning(
+                "events: %d corrupt line(s) skipped, read errors: %s",
+                folded.corrupt_lines,
+                folded.read_errors,
+            )
         self.lock = threading.RLock()
         self.started = time.time()
         self.last_used = time.monotonic()
@@ -66,7 +80,7 @@ class Service:
                     log.info(
                         "recovered %d unfinished write(s): %s",
                         len(done),
-                        ", ".join(r["id"] for r in done),
+                        ", ".join(str(r.get("id", r.get("ids"))) for r in done),
                     )
         except Exception as exc:  # reported through health, status and every call
             self._model_error = f"{type(exc).__name__}: {exc}"
@@ -90,8 +104,9 @@ class Service:
         self.last_used = time.monotonic()
 
     # -- calls ----------------------------------------------------------------------------
-    def search(self, query: str, **kwargs: Any) -> dict[str, Any]:
+    def search(self, query: str, caller: str | None = None, **kwargs: Any) -> dict[str, Any]:
         self.touch()
+        t = time.perf_counter()
         if not self.model_loaded:
             self.start_model_load()
             if not self._model_ready.wait(timeout=0.05):
@@ -101,15 +116,85 @@ class Service:
                     "model loading: lexical channel only; files changed on "
                     "disk are indexed once the model is ready"
                 )
-                return reply
+                return self._log_search(query, reply, t, caller)
             self.wait_for_model()
         with self.lock:
-            return self.memory.search(query, **kwargs)
+            reply = self.memory.search(query, **kwargs)
+        return self._log_search(query, reply, t, caller)
+
+    def _log_search(
+        self, query: str, reply: dict[str, Any], started: float, caller: str | None
+    ) -> dict[str, Any]:
+        """Log the query and its hits; fold the recalls into the live stats at once."""
+        qid = secrets.token_hex(6)
+        self.events.append(
+            "query",
+            qid=qid,
+            text=query,
+            results=len(reply["hits"]),
+            latency_ms=round((time.perf_counter() - started) * 1000, 2),
+            caller=caller,
+        )
+        with self.lock:
+            for rank, hit in enumerate(reply["hits"], start=1):
+                event = self.events.append(
+                    "recall",
+                    qid=qid,
+                    entry=hit["id"],
+                    rank=rank,
+                    score=hit["score"],
+                    channel=_channel(hit),
+                )
+                apply_event(self.memory.stats, event)
+        return reply
 
     def get(self, entry_id: str) -> dict[str, Any]:
         self.touch()
         with self.lock:
-            return self.memory.get(entry_id)
+            reply = self.memory.get(entry_id)
+            apply_event(self.memory.stats, self.events.append("get", entry=reply["id"]))
+            return reply
+
+    def set_importance(self, entry_id: str, importance: int, note: str | None) -> dict[str, Any]:
+        """Its only side effect is an event (which the ranking reads)."""
+        self.touch()
+        if (
+            isinstance(importance, bool)
+            or not isinstance(importance, int)
+            or not 1 <= importance <= 10
+        ):
+            from memory_agent.errors import Invalid
+
+            raise Invalid("importance: a whole number from 1 (minor) to 10 (must not be missed)")
+        with self.lock:
+            entry = self.memory.get(entry_id)  # refuses unknown ids
+            event = self.events.append(
+                "importance", entry=entry["id"], importance=importance, note=note
+            )
+            apply_event(self.memory.stats, event)
+            return {"id": entry["id"], "importance": importance, "note": note}
+
+    def history(self, entry_id: str) -> dict[str, Any]:
+        self.touch()
+        with self.lock:
+            return self.memory.history(entry_id)
+
+    def gc(self, *, dry_run: bool = True, confirm: bool = False) -> dict[str, Any]:
+        from memory_agent.gc import plan
+
+        self.touch()
+        self.wait_for_model()
+        with self.lock:
+            with self.memory.session():
+                self.memory.sync()
+                report = plan(self.memory, self.memory.clock())
+                if dry_run or not report["archive"]:
+                    return {**report, "status": "dry-run" if dry_run else "nothing to archive"}
+                ids = [c["id"] for c in report["archive"]]
+                reply = self.gateway.archive_many(
+                    ids, "idle past the archive threshold (memory-agent gc)", confirm=confirm
+                )
+            return {**report, **reply}
 
     def _write(self, fn, *args: Any, **kwargs: Any) -> dict[str, Any]:
         self.touch()
@@ -158,3 +243,11 @@ class Service:
             "embedder": self.memory.cfg.embedder,
             "generation": self.memory.index.current(),
         }
+
+
+def _channel(hit: dict[str, Any]) -> str | None:
+    """The channel that ranked the hit best (only known when the search explained itself)."""
+    channels = (hit.get("why") or {}).get("channels") or {}
+    if not channels:
+        return None
+    return min(channels, key=lambda name: channels[name]["rank"])

@@ -28,7 +28,7 @@ log. Never duplicate: search first; change an entry with memory_supersede, retir
 memory_archive (both preview first)."""
 
 TOOL_NAMES = ("memory_search", "memory_get", "memory_add", "memory_supersede", "memory_archive",
-              "memory_index_status")  # fmt: skip
+              "memory_set_importance", "memory_history", "memory_index_status")  # fmt: skip
 
 
 def _call(fn, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -58,6 +58,7 @@ def build_server(service: Service) -> MCPServer:
         include_readonly: bool = True,
         include_archived: bool = False,
         explain: bool = False,
+        as_of: str | None = None,
     ) -> dict[str, Any]:
         """Search the memory (knowledge base + read-only project docs) by meaning and keywords.
 
@@ -72,7 +73,11 @@ def build_server(service: Service) -> MCPServer:
         generation}. `writable: false` marks a read-only project doc. Next: memory_get(id) for
         the full text of a promising hit. `degraded` in the reply means the model is still
         loading and only keyword matching was used; search again in a few seconds for the full
-        result. `explain: true` adds each hit's rank and score per channel (`why`).
+        result. `explain: true` adds, per hit, its rank and score in each channel and every
+        ranking signal (reinforcement from past recalls, importance, recency, dormancy, links)
+        under `why`. `as_of: "YYYY-MM-DD"` answers from the memory as it stood on that day
+        (entries created by then and not yet superseded or archived): "what did we believe
+        then?".
         """
         return _call(
             service.search,
@@ -83,6 +88,7 @@ def build_server(service: Service) -> MCPServer:
             include_readonly=include_readonly,
             include_archived=include_archived,
             explain=explain,
+            as_of=as_of,
         )
 
     @tool
@@ -163,6 +169,28 @@ def build_server(service: Service) -> MCPServer:
         `confirm: true`: {status: archived, id, commit, generation}.
         """
         return _call(service.archive, entry_id=id, reason=reason, confirm=confirm)
+
+    @tool
+    def memory_set_importance(id: str, importance: int, note: str | None = None) -> dict[str, Any]:
+        """Say how much an entry matters, from 1 (minor) to 10 (must not be missed): a strong
+        user preference, a recurring concern, an incident that must never repeat. Important
+        entries rank higher in every later search, across sessions. The only effect is an event
+        in the usage log; the entry's file is not touched. The last value set wins.
+
+        Returns {id, importance, note}.
+        """
+        return _call(service.set_importance, id, importance, note)
+
+    @tool
+    def memory_history(id: str) -> dict[str, Any]:
+        """The supersede chain through an entry, oldest first: how a decision or a fact changed
+        over time, with dates and reasons. Use it when an entry says it replaced another, or
+        to explain why the current answer differs from an older one.
+
+        Returns {id, chain: [{id, title, type, status, created, superseded_by?, superseded_at?,
+        archived_at?, reason?}]}.
+        """
+        return _call(service.history, id)
 
     @tool
     def memory_index_status() -> dict[str, Any]:

@@ -45,6 +45,7 @@ class Filter:
     tags: tuple[str, ...] | None = None
     statuses: tuple[str, ...] | None = None
     sources: tuple[str, ...] | None = None
+    doc_ids: tuple[str, ...] | None = None
 
     def matches(self, payload: dict[str, Any]) -> bool:
         if self.types is not None and payload.get("type") not in self.types:
@@ -55,10 +56,14 @@ class Filter:
             return False
         if self.tags is not None and not set(payload.get("tags") or ()) & set(self.tags):
             return False
+        if self.doc_ids is not None and payload.get("doc_id") not in self.doc_ids:
+            return False
         return True
 
     def is_empty(self) -> bool:
-        return all(v is None for v in (self.types, self.tags, self.statuses, self.sources))
+        return all(
+            v is None for v in (self.types, self.tags, self.statuses, self.sources, self.doc_ids)
+        )
 
 
 def point_uuid(chunk_id: str) -> str:
@@ -267,6 +272,8 @@ class QdrantStore:
     def search_dense(
         self, vector: np.ndarray, limit: int, flt: Filter | None = None
     ) -> list[tuple[str, float]]:
+        if flt is not None and flt.doc_ids is not None and not flt.doc_ids:
+            return []  # an empty allow-list matches nothing
         with self._lock:
             result = self._client.query_points(
                 self.collection,
@@ -290,6 +297,7 @@ def _to_qdrant(flt: Filter | None):
         ("status", flt.statuses),
         ("source", flt.sources),
         ("tags", flt.tags),
+        ("doc_id", flt.doc_ids),
     ):
         if values is not None:
             must.append(models.FieldCondition(key=key, match=models.MatchAny(any=list(values))))

@@ -1,0 +1,221 @@
+"""The usage event log: what was searched, recalled, opened and marked important.
+
+Every daemon session appends JSON lines to its own file, `events/<start>-<pid>-<rand>.jsonl`, so
+concurrent or successive daemons never write to the same file. Kinds:
+
+    {"kind": "query", "qid", "text", "results", "latency_ms", "caller", "ts"}
+    {"kind": "recall", "qid", "entry", "rank", "score", "channel", "ts"}
+    {"kind": "get", "entry", "ts"}
+    {"kind": "importance", "entry", "importance", "note", "ts"}
+
+`fold` turns the files into per-entry `EntryStats`. It is a pure function of the files (same
+files, same state): a corrupt line is skipped and counted, never fatal; a read error in the
+middle of a file keeps what was read before it. Events are derived data: deleting `events/`
+loses the learned ranking, never a memory.
+
+`compact` gzips the files of finished sessions, streaming, crash-safe: the compressed copy is
+written to a temp name unique to the process, fsynced, renamed to `<name>.jsonl.gz`, and only
+then is the plain file removed. If a crash leaves both, `fold` reads the `.gz` (complete by
+construction: it only gets its name once fully written) and ignores the plain file, so nothing
+is counted twice; the next `compact` removes the leftover.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memory_agent.policy import RECALL_COUNTS_UP_TO_RANK
+
+__all__ = ["EntryStats", "EventLog", "FoldReport", "apply_event", "compact", "fold"]
+
+
+@dataclass
+class EntryStats:
+    recall_count: int = 0
+    last_recalled: float | None = None
+    last_opened: float | None = None
+    importance: int | None = None
+    importance_ts: float | None = None
+    importance_note: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "recall_count": self.recall_count,
+            "last_recalled": self.last_recalled,
+            "last_opened": self.last_opened,
+            "importance": self.importance,
+        }
+
+
+@dataclass
+class FoldReport:
+    stats: dict[str, EntryStats] = field(default_factory=dict)
+    files: int = 0
+    events: int = 0
+    corrupt_lines: int = 0
+    read_errors: list[str] = field(default_factory=list)
+
+
+def apply_event(stats: dict[str, EntryStats], event: dict[str, Any]) -> bool:
+    """Fold one event into `stats`; False if it is not a well-formed event."""
+    kind = event.get("kind")
+    ts = event.get("ts")
+    if not isinstance(ts, (int, float)):
+        return False
+    if kind == "query":
+        return True
+    entry = event.get("entry")
+    if not isinstance(entry, str) or not entry:
+        return False
+    if kind == "recall":
+        rank = event.get("rank")
+        if not isinstance(rank, int):
+            return False
+        if rank <= RECALL_COUNTS_UP_TO_RANK:
+            s = stats.setdefault(entry, EntryStats())
+            s.recall_count += 1
+            s.last_recalled = max(s.last_recalled or ts, ts)
+        return True
+    if kind == "get":
+        s = stats.setdefault(entry, EntryStats())
+        s.last_opened = max(s.last_opened or ts, ts)
+        return True
+    if kind == "importance":
+        value = event.get("importance")
+        if not isinstance(value, int) or not 1 <= value <= 10:
+            return False
+        s = stats.setdefault(entry, EntryStats())
+        if s.importance_ts is None or ts >= s.importance_ts:  # last write wins
+            s.importance, s.importance_ts = value, ts
+            s.importance_note = event.get("note")
+        return True
+    return False
+
+
+def _event_files(folder: Path) -> list[Path]:
+    """Files to read: every `.jsonl.gz`, and every `.jsonl` that has no `.gz` twin."""
+    if not folder.is_dir():
+        return []
+    gz = {p.name[: -len(".gz")] for p in folder.glob("*.jsonl.gz")}
+    plain = [p for p in folder.glob("*.jsonl") if p.name not in gz]
+    return sorted([*folder.glob("*.jsonl.gz"), *plain], key=lambda p: p.name)
+
+
+def _lines(path: Path) -> Iterator[str]:
+    if path.name.endswith(".gz"):
+        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as fh:
+            yield from fh
+    else:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            yield from fh
+
+
+def fold(folder: Path) -> FoldReport:
+    report = FoldReport()
+    events: list[dict[str, Any]] = []
+    for path in _event_files(folder):
+        report.files += 1
+        try:
+            for line in _lines(path):
+                if not line.strip():
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    report.corrupt_lines += 1
+                    continue
+                if isinstance(event, dict):
+                    events.append(event)
+                else:
+                    report.corrupt_lines += 1
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:  # keep what was read
+            report.read_errors.append(f"{path.name}: {exc}")
+    # Order by time (then by file order) so last-write-wins does not depend on file names.
+    events.sort(key=lambda e: e.get("ts") if isinstance(e.get("ts"), (int, float)) else 0.0)
+    for event in events:
+        if apply_event(report.stats, event):
+            report.events += 1
+        else:
+            report.corrupt_lines += 1
+    return report
+
+
+class EventLog:
+    """This session's append-only file. Each event is one `write` of one line (O_APPEND)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        self.path = folder / f"{stamp}-{os.getpid()}-{secrets.token_hex(3)}.jsonl"
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    def append(self, kind: str, **fields: Any) -> dict[str, Any]:
+        event = {"kind": kind, "ts": round(time.time(), 3), **fields}
+        data = (json.dumps(event, ensure_ascii=False) + "\n").encode("utf-8")
+        with self._lock:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.write(self._fd, data)
+        return event
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def compact(folder: Path, *, keep: Path | None = None, older_than_s: float = 86400.0) -> list[str]:
+    """Gzip finished sessions' files older than `older_than_s` (never `keep`, the live one).
+    Returns the names compacted. Safe to run while other processes append to their own files."""
+    done: list[str] = []
+    if not folder.is_dir():
+        return done
+    for tmp in folder.glob("*.gz.tmp-*"):  # a compaction that died: its process is gone
+        pid = tmp.name.rsplit("-", 2)[-2]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+    now = time.time()
+    for path in sorted(folder.glob("*.jsonl")):
+        gz = path.with_name(path.name + ".gz")
+        if gz.exists():  # a crash after the rename: the .gz is complete, the plain is left over
+            path.unlink(missing_ok=True)
+            continue
+        if keep is not None and path.resolve() == keep.resolve():
+            continue
+        try:
+            if now - path.stat().st_mtime < older_than_s:
+                continue
+        except FileNotFoundError:
+            continue
+        tmp = path.with_name(f"{path.name}.gz.tmp-{os.getpid()}-{secrets.token_hex(3)}")
+        with open(path, "rb") as src, gzip.open(tmp, "wb") as dst:
+            while chunk := src.read(1 << 16):
+                dst.write(chunk)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, gz)
+        path.unlink()
+        done.append(path.name)
+    return done

@@ -1,0 +1,87 @@
+"""Ranking policy: every constant of the memory's dynamics, in one place, each one explained.
+
+Search (ragcore) gives each entry a relevance score in [0, 1] (the fused score: 1 for the best
+match of the query, lower for weaker ones). On top of it the memory adds small signals learned
+from use and from the lifecycle. They are sized against that scale: together they can reorder
+entries of about the same relevance, never lift an unrelated entry over a relevant one.
+
+    final = relevance + reinforcement + importance + recency - dormancy + links
+"""
+
+from __future__ import annotations
+
+import math
+
+# -- reinforcement: an entry recalled often was useful often ---------------------------------
+# bonus = REINFORCEMENT_SCALE * ln(1 + recall_count), at most REINFORCEMENT_CAP. The log makes
+# the first recalls count most; the cap (reached at about 20 recalls) keeps a popular entry from
+# beating a directly relevant one: a relevance gap above 0.08 always wins.
+REINFORCEMENT_SCALE = 0.025
+REINFORCEMENT_CAP = 0.08
+# Only hits a search returned in its top 3 count as recalled (the rest were shown, not used).
+RECALL_COUNTS_UP_TO_RANK = 3
+
+# -- importance: someone said "this matters" (memory_set_importance, 1-10) -------------------
+# bonus = IMPORTANCE_SCALE * importance: 0.01 at 1, 0.10 at 10. Any importance scores above the
+# same entry cold; 10 can lift an entry over one about 0.1 more relevant, not over a clear match.
+IMPORTANCE_SCALE = 0.01
+
+# -- recency and decay: knowledge nobody touches fades, by type ------------------------------
+# Idle time = now - the latest of created, updated, last recalled, last opened. A recency bonus
+# of RECENCY_WEIGHT * 0.5 ** (idle / half-life) favours fresh entries a little. An entry idle
+# longer than its type's dormancy threshold is `dormant`: ranked lower by DORMANT_PENALTY, never
+# deleted. `memory-agent gc` proposes archiving entries idle past ARCHIVE_AFTER_DAYS.
+RECENCY_WEIGHT = 0.03
+DORMANT_PENALTY = 0.05
+FAST, SLOW = "fast", "slow"
+# Session context and notes move fast; decisions, principles and domain knowledge move slowly.
+TYPE_PACE = {
+    "note": FAST, "preference": SLOW, "correction": SLOW, "pitfall": SLOW, "process": SLOW,
+    "guideline": SLOW, "decision": SLOW, "principle": SLOW, "model": SLOW, "fact": SLOW,
+}  # fmt: skip
+HALF_LIFE_DAYS = {FAST: 30.0, SLOW: 90.0}
+DORMANT_AFTER_DAYS = {FAST: 45.0, SLOW: 90.0}
+# Entries recalled this often stay active twice as long (they proved their worth).
+PROVEN_RECALLS = 10
+ARCHIVE_AFTER_DAYS = {FAST: 120.0, SLOW: 365.0}
+
+# -- links: neighbours of strong hits ----------------------------------------------------------
+# For each of the LINK_SOURCES best hits with relevance >= LINK_MIN_SCORE, every neighbour gets
+# LINK_SCALE * edge weight * the hit's relevance. Authored links outrank inferred ones.
+LINK_SOURCES = 3
+LINK_MIN_SCORE = 0.5
+LINK_SCALE = 0.08
+EDGE_WEIGHTS = {
+    "wikilink": 1.0,      # the author wrote [[target]] in the body
+    "supersedes": 0.7,    # a lifecycle edge: a link to a superseded entry leads to its successor
+}  # fmt: skip
+
+
+def pace(entry_type: str) -> str:
+    return TYPE_PACE.get(entry_type, SLOW)
+
+
+def reinforcement_bonus(recall_count: int) -> float:
+    return min(REINFORCEMENT_CAP, REINFORCEMENT_SCALE * math.log1p(max(0, recall_count)))
+
+
+def importance_bonus(importance: int | None) -> float:
+    return IMPORTANCE_SCALE * importance if importance else 0.0
+
+
+def recency_bonus(idle_days: float, entry_type: str) -> float:
+    return RECENCY_WEIGHT * 0.5 ** (max(0.0, idle_days) / HALF_LIFE_DAYS[pace(entry_type)])
+
+
+def decay_state(idle_days: float, entry_type: str, recall_count: int) -> str:
+    limit = DORMANT_AFTER_DAYS[pace(entry_type)]
+    if recall_count >= PROVEN_RECALLS:
+        limit *= 2
+    return "dormant" if idle_days > limit else "active"
+
+
+def should_archive(idle_days: float, entry_type: str, recall_count: int) -> bool:
+    limit = ARCHIVE_AFTER_DAYS[pace(entry_type)]
+    if recall_count >= PROVEN_RECALLS:
+        limit *= 2
+    return idle_days > limit

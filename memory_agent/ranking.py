@@ -77,6 +77,9 @@ def rerank(
                 if found is None or not allowed(found[0]):
                     continue
                 target = by_id[other] = Ranked(other, 0.0, found[0], found[1])
+            # A link brings a neighbour closer to the hit that points at it, never past it: it
+            # adds context, it does not overrule the relevance order of the strong hits.
+            bonus = min(bonus, max(0.0, hit.relevance - target.relevance - 1e-3))
             target.signals["links"] = max(target.signals.get("links", 0.0), bonus)
     for c in by_id.values():
         s = stats.get(c.doc_id)

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from memory_agent import __version__
-from memory_agent.events import EventLog, apply_event, fold
+from memory_agent.events import EventLog, apply_event, compact, fold
 from memory_agent.gateway import Gateway
 from memory_agent.memory import Memory
 
@@ -35,6 +35,12 @@ class Service:
         memory.stats = folded.stats
         self.fold_report = folded
         self.events = EventLog(events_dir)
+        try:  # gzip finished sessions' files; the fold reads both forms
+            compacted = compact(events_dir, keep=self.events.path)
+            if compacted:
+                log.info("events: compacted %d old session file(s)", len(compacted))
+        except OSError as exc:  # derived data: a failed compaction must not stop the daemon
+            log.warning("events: compaction failed (%s); it is retried at the next start", exc)
         if folded.corrupt_lines or folded.read_errors:
             log.warning(
                 "events: %d corrupt line(s) skipped, read errors: %s",

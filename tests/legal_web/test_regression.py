@@ -38,18 +38,17 @@ def test_answers_are_extractive_and_cite_their_passages(engine):
         assert sentence.strip()[:40] in source
 
 
-def test_an_llm_hook_can_write_the_answer(engine, monkeypatch):
-    import sys
-    import types
-
-    module = types.ModuleType("fake_llm_hook")
-    module.answer = lambda question, passages: f"{len(passages)} passages for: {question}"
-    monkeypatch.setitem(sys.modules, "fake_llm_hook", module)
+def test_an_llm_hook_can_write_the_answer(engine, tmp_path, monkeypatch):
+    (tmp_path / "fake_llm_hook.py").write_text(
+        "def answer(question, passages):\n    return f'{len(passages)} passages for: {question}'\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
     from legal_web.engine import _load_hook
 
     monkeypatch.setattr(engine, "llm_hook", _load_hook("fake_llm_hook:answer"))
     reply = engine.ask("workplace-safety", "Who may enter a confined space?", limit=3)
     assert reply["answer"] == "3 passages for: Who may enter a confined space?"
+    assert len(reply["passages"]) == 3
 
 
 def test_legal_web_depends_on_ragcore_only():

@@ -29,6 +29,16 @@ def home(tmp_path, shared_cache, monkeypatch):
         os.kill(pid, signal.SIGKILL)
 
 
+def wait_healthy(home, timeout=60.0) -> DaemonClient:
+    """A client for `home` once a daemon started by hand answers its health route."""
+    client = DaemonClient(home)
+    deadline = time.monotonic() + timeout
+    while client.health() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.health() is not None, "the daemon did not come up"
+    return client
+
+
 def _structured(result):
     assert not result.get("isError"), result
     return result["structuredContent"]
@@ -177,10 +187,7 @@ def _faulty_daemon(home, cache):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    client = DaemonClient(home)
-    deadline = time.monotonic() + 60
-    while client.health() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_healthy(home)
     return proc
 
 
@@ -240,10 +247,7 @@ def test_sigterm_releases_socket_and_lock_and_exits_zero(home, shared_cache):
         text=True,
         env=env_for(home, shared_cache),
     )
-    client = DaemonClient(home)
-    deadline = time.monotonic() + 60
-    while client.health() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    client = wait_healthy(home)
     assert client.admin("sync")["consistent"]
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
@@ -283,10 +287,7 @@ def test_a_daemon_of_another_version_is_replaced(home, shared_cache):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    client = DaemonClient(home)
-    deadline = time.monotonic() + 60
-    while client.health() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    client = wait_healthy(home)
     assert client.health()["version"] == "0.0.1-old"
     health = client.ensure()
     assert health["version"] != "0.0.1-old" and health["pid"] != proc.pid

@@ -47,6 +47,8 @@ def create_app(engine: LegalEngine) -> Starlette:
         if not isinstance(body, dict):
             return _error("the body must be a JSON object", 400)
         kb, question = body.get("kb"), body.get("question")
+        if not isinstance(kb, str):
+            return _error(f"kb: choose one of {', '.join(engine.kbs)}", 400)
         if not isinstance(question, str) or not question.strip():
             return _error("question: empty; type a question", 400)
         if len(question) > MAX_QUESTION:

@@ -199,7 +199,15 @@ class DaemonClient:
     def admin(self, action: str) -> dict[str, Any]:
         self.ensure()
         status, _, data = self.request("POST", f"/admin/{action}")
-        reply = json.loads(data)
+        try:
+            reply = json.loads(data)
+        except ValueError:
+            reply = {
+                "error": f"the daemon answered HTTP {status}: {data[:300]!r}; see "
+                f"{self.run_dir / 'daemon.log'}"
+            }
         if status != 200:
-            raise ToolCallError(reply.get("error", f"HTTP {status}"))
+            code = reply.get("code")
+            message = reply.get("error", f"HTTP {status}")
+            raise ToolCallError(f"{code}: {message}" if code else message)
         return reply

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragcore import Document, DocumentError, load_markdown, scan_markdown
+from ragcore import Document, DocumentError, included, load_markdown, scan_markdown
 
 __all__ = ["Corpus", "CorpusError", "load_corpora", "read_corpus"]
 
@@ -35,6 +35,10 @@ class Corpus:
     path: Path
     include: tuple[str, ...] = ("*.md",)
     exclude: tuple[str, ...] = ()
+
+    def contains(self, rel: str) -> bool:
+        """True for a path the corpus serves: what a scan of it would read, nothing else."""
+        return included(rel, include=self.include, exclude=self.exclude)
 
     @property
     def available(self) -> bool:

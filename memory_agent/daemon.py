@@ -114,7 +114,13 @@ def build_app(service: Any, server_holder: dict[str, Any]):
         try:
             reply = await anyio.to_thread.run_sync(fn)
         except (MemoryAgentError, RagcoreError) as exc:
-            return JSONResponse({"error": str(exc)}, status_code=500)
+            code = getattr(exc, "code", "index")
+            return JSONResponse({"error": str(exc), "code": code}, status_code=500)
+        except Exception as exc:  # a git, config or disk error: say what it was, in JSON
+            log.exception("admin call failed")
+            return JSONResponse(
+                {"error": f"{type(exc).__name__}: {exc}", "code": "error"}, status_code=500
+            )
         return JSONResponse(reply)
 
     @mcp.custom_route("/admin/rebuild", methods=["POST"])

@@ -133,18 +133,21 @@ class Gateway:
             except ValueError:  # the intent itself was torn: nothing was written after it
                 intent_path.unlink()
                 continue
-            paths = []
+            repo = self.repo
+            paths, uncommitted = [], []
             for rel, text in intent["files"].items():
                 path = self.memory.kb_dir / rel
+                paths.append(path)
+                if repo.committed_text(path) == text:
+                    continue  # committed before the crash; a later edit on disk is the user's
                 current = path.read_text(encoding="utf-8") if path.exists() else None
                 if current != text:
                     atomic_write(path, text)
-                paths.append(path)
-            repo = self.repo
-            if all(repo.is_committed(p) for p in paths):
-                commit = repo.last_commit_touching(paths[0]) or repo.head() or ""
+                uncommitted.append(path)
+            if uncommitted:
+                commit = repo.commit_paths(uncommitted, intent["message"] + " (recovered)")
             else:
-                commit = repo.commit_paths(paths, intent["message"] + " (recovered)")
+                commit = repo.last_commit_touching(paths[0]) or repo.head() or ""
             done.append(self._finish(intent_path, intent, commit))
         for tmp in self.memory.kb_dir.glob("*/.*.tmp"):
             tmp.unlink(missing_ok=True)  # an atomic write that never reached its rename

@@ -30,6 +30,8 @@ def plan(memory: Memory, now: float) -> dict[str, Any]:
         recalls = stats.recall_count if stats else 0
         entry_type = str(payload.get("type", "note"))
         idle = idle_days(payload, stats, now)
+        if idle is None:
+            continue  # no date to judge by
         pace = policy.pace(entry_type)
         item = {
             "id": doc,

@@ -80,6 +80,16 @@ class KBRepo:
             return False
         return not self.repo.git.status("--porcelain", "--", rel).strip()
 
+    def committed_text(self, path: Path) -> str | None:
+        """The file's text at HEAD, or None if HEAD does not have it."""
+        rel = str(Path(path).resolve().relative_to(self.path.resolve()))
+        if self.head() is None:
+            return None
+        try:
+            return self.repo.git.show(f"HEAD:{rel}", strip_newline_in_stdout=False)
+        except git.GitCommandError:
+            return None
+
     def last_commit_touching(self, path: Path) -> str | None:
         rel = str(Path(path).resolve().relative_to(self.path.resolve()))
         out = self.repo.git.log("-1", "--format=%H", "--", rel) if self.head() else ""

@@ -39,6 +39,7 @@ from ragcore import (
     EmbeddingCache,
     Filter,
     Index,
+    IndexError_,
     SearchConfig,
     make_embedder,
     search,
@@ -198,9 +199,17 @@ class Memory:
         broken: set[str] = set()
         readable = {KB_SOURCE}
         kb_status = SourceStatus(KB_SOURCE, 0, True, self.kb_dir.is_dir(), str(self.kb_dir))
+        seen: dict[str, Path] = {}
         for path in iter_entry_files(self.kb_dir):
             doc, error = self._load(path, self._kb_doc)
+            if doc is not None and doc.id in seen:
+                kb_status.problems.append(
+                    f"{path.relative_to(self.kb_dir)}: id {doc.id!r} is already used by "
+                    f"{seen[doc.id].relative_to(self.kb_dir)}; rename one of them"
+                )
+                continue
             if doc is not None:
+                seen[doc.id] = path
                 docs.append(doc)
             else:
                 kb_status.problems.append(error or f"{path}: unreadable")
@@ -234,7 +243,11 @@ class Memory:
         known = index.manifest["docs"]
         keep = {doc_id for doc_id in broken if doc_id in known}
         kept_docs = [d for d in docs if d.id not in keep]
-        report = index.refresh(kept_docs, sources=readable, keep=keep)
+        # Prune every source except corpora that are configured but unreadable right now: a
+        # missing folder keeps its entries; a label removed from repos.json loses them.
+        unavailable = {label for label, st in self.sources.items() if not st.available}
+        scope = (readable | {d.get("source") for d in known.values()}) - unavailable
+        report = index.refresh(kept_docs, sources=scope, keep=keep)
         if report.changed:
             self.last_refresh = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         for label, status in self.sources.items():
@@ -464,7 +477,7 @@ class Memory:
             }
         label, _, rel = entry_id.partition("/")
         for corpus in self.corpora():
-            if corpus.label == label and rel:
+            if corpus.label == label and rel and corpus.contains(rel):
                 full = (corpus.path / rel).resolve()
                 if not full.is_relative_to(corpus.path.resolve()) or not full.is_file():
                     break
@@ -492,26 +505,33 @@ class Memory:
         )
 
     def status(self, sync: bool = True) -> dict[str, Any]:
+        """The index's state. Never raises for a broken index: it reports it (with the fix)."""
+        from memory_agent.gateway import pending_intents
+
         with self.session():
+            problem = None
             if sync:
-                self.sync()
+                try:
+                    self.sync()
+                except IndexError_ as exc:
+                    problem = str(exc)
             elif not self.index.exists():
+                problem = "no index yet: it is built when the model has loaded"
+            if problem is not None:
                 return {
-                    "generation": None,
+                    "generation": self.index.current(),
                     "consistent": False,
                     "entries": 0,
                     "points": 0,
                     "manifest_points": 0,
                     "embedder": self.cfg.embedder,
-                    "sources": [],
-                    "pending": 0,
-                    "last_refresh": None,
-                    "problems": ["no index yet: it is built when the model has loaded"],
+                    "sources": [s.as_json() for s in self.sources.values()],
+                    "pending": len(pending_intents(self)),
+                    "last_refresh": self.last_refresh,
+                    "problems": [problem],
                 }
             check = self.index.check()
             manifest = self.index.manifest
-            from memory_agent.gateway import pending_intents
-
             return {
                 "generation": check.generation,
                 "consistent": check.consistent,

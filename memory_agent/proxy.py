@@ -65,21 +65,35 @@ class Proxy:
             self.out.flush()
 
     def error(self, msg_id: Any, code: int, text: str) -> None:
-        if msg_id is not None:
-            self.write({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": text}})
+        """An error response (id null when the request's id could not be read)."""
+        self.write({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": text}})
 
     def _post(self, raw: bytes) -> tuple[int, bytes]:
         return self.client.post_mcp(raw, self.protocol_version)
 
     def handle(self, line: str) -> None:
+        """Forward one message; a request always gets a response, whatever fails."""
         try:
             message = json.loads(line)
         except ValueError:
-            self.error(None, -32700, "parse error")
+            self.error(None, -32700, "parse error: one JSON-RPC object per line")
             return
         if not isinstance(message, dict):
             self.error(None, -32600, "invalid request: one JSON-RPC object per line")
             return
+        try:
+            self._forward(line, message)
+        except Exception as exc:  # noqa: BLE001 - the client must never wait forever
+            log.error("forwarding failed: %s", exc)
+            if "id" in message:
+                self.error(
+                    message["id"],
+                    -32603,
+                    f"the memory proxy could not reach the daemon ({exc}); retry, and "
+                    "see <home>/run/daemon.log if it keeps failing",
+                )
+
+    def _forward(self, line: str, message: dict[str, Any]) -> None:
         msg_id = message.get("id")
         raw = line.encode("utf-8")
         try:

@@ -43,12 +43,14 @@ def _ts(value: Any) -> float | None:
     return None
 
 
-def idle_days(payload: dict[str, Any], stats: EntryStats | None, now: float) -> float:
+def idle_days(payload: dict[str, Any], stats: EntryStats | None, now: float) -> float | None:
+    """Days since the entry was created, updated, recalled or opened; None if nothing says
+    (a project doc without dates gets no recency or decay signal at all)."""
     times = [_ts(payload.get("created")), _ts(payload.get("updated"))]
     if stats is not None:
         times += [stats.last_recalled, stats.last_opened]
     known = [t for t in times if t is not None]
-    return (now - max(known)) / DAY if known else 0.0
+    return (now - max(known)) / DAY if known else None
 
 
 def rerank(
@@ -87,8 +89,12 @@ def rerank(
         idle = idle_days(c.payload, s, now)
         c.signals["reinforcement"] = policy.reinforcement_bonus(s.recall_count if s else 0)
         c.signals["importance"] = policy.importance_bonus(s.importance if s else None)
-        c.signals["recency"] = policy.recency_bonus(idle, entry_type)
-        c.state = policy.decay_state(idle, entry_type, s.recall_count if s else 0)
+        c.signals["recency"] = policy.recency_bonus(idle, entry_type) if idle is not None else 0.0
+        c.state = (
+            "active"
+            if idle is None
+            else policy.decay_state(idle, entry_type, s.recall_count if s else 0)
+        )
         c.signals["dormancy"] = -policy.DORMANT_PENALTY if c.state == "dormant" else 0.0
         c.signals.setdefault("links", 0.0)
     return sorted(by_id.values(), key=lambda c: (-c.score, c.doc_id))

@@ -53,6 +53,7 @@ class Service:
         self._model_thread: threading.Thread | None = None
         self._model_error: str | None = None
         self._model_ready = threading.Event()
+        self.repair_error: str | None = None
 
     # -- model loading -----------------------------------------------------------------
     @property
@@ -75,24 +76,35 @@ class Service:
             log.info(
                 "model %s loaded in %.1f s", self.memory.embedder.model_id, time.perf_counter() - t
             )
-            with self.lock:
-                # Finish writes a killed process left behind (this builds a new home's first
-                # index too), so the state is repaired before anyone asks.
-                with self.memory.session():
-                    if not self.memory.index.exists():
-                        self.memory.sync()
-                    done = self.gateway.recover()
-                if done:
-                    log.info(
-                        "recovered %d unfinished write(s): %s",
-                        len(done),
-                        ", ".join(str(r.get("id", r.get("ids"))) for r in done),
-                    )
         except Exception as exc:  # reported through health, status and every call
             self._model_error = f"{type(exc).__name__}: {exc}"
             log.error("model failed to load: %s", self._model_error)
+            self._model_ready.set()
+            return
+        try:
+            self.repair()
         finally:
             self._model_ready.set()
+
+    def repair(self) -> None:
+        """Build a new home's first index and finish writes a killed process left behind, so
+        the state is repaired before anyone asks. A failure here is not a model failure: it is
+        logged, shown by health, and retried by the next write (or fixed by a rebuild)."""
+        try:
+            with self.lock, self.memory.session():
+                if not self.memory.index.exists():
+                    self.memory.sync()
+                done = self.gateway.recover()
+            self.repair_error = None
+            if done:
+                log.info(
+                    "recovered %d unfinished write(s): %s",
+                    len(done),
+                    ", ".join(str(r.get("id", r.get("ids"))) for r in done),
+                )
+        except Exception as exc:
+            self.repair_error = f"{type(exc).__name__}: {exc}"
+            log.error("could not finish the pending writes yet: %s", self.repair_error)
 
     def wait_for_model(self) -> None:
         self.start_model_load()
@@ -226,10 +238,19 @@ class Service:
             reply["degraded"] = "model loading: status is of the index as last refreshed"
             return reply
         with self.lock:
-            return self.memory.status()
+            reply = self.memory.status()
+        if self.repair_error:
+            reply["problems"] = [
+                *reply.get("problems", []),
+                f"pending writes could not be finished: {self.repair_error}; "
+                "run `memory-agent rebuild`",
+            ]
+        return reply
 
     def rebuild(self) -> dict[str, Any]:
-        return self._write(self.memory.rebuild)
+        reply = self._write(self.memory.rebuild)
+        self.repair()  # writes that could not be finished on a broken index can be now
+        return reply
 
     def sync(self) -> dict[str, Any]:
         return self._write(self.memory.status)
@@ -245,6 +266,7 @@ class Service:
             "home": str(self.memory.home),
             "model_loaded": self.model_loaded,
             "model_error": self._model_error,
+            "repair_error": self.repair_error,
             "model_loading": self._model_thread is not None and not self._model_ready.is_set(),
             "embedder": self.memory.cfg.embedder,
             "generation": self.memory.index.current(),

@@ -46,7 +46,6 @@ DEFAULT_EXCLUDES = (
 
 _CONTROL = dict.fromkeys(c for c in range(32) if c not in (9, 10))
 _CONTROL[127] = None
-_SPACES = re.compile(r"[ \t\u00a0\u3000]+")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
@@ -55,12 +54,14 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*")
 
 def normalize_text(text: str) -> str:
     """Clean text for storage and display: NFC (composed characters, so the same word has one
-    spelling), no control characters, CRLF to LF, runs of spaces folded, trailing spaces gone.
+    spelling), no control characters (tabs and newlines stay), CRLF to LF, no trailing spaces
+    or blank lines at either end; indentation and inner spaces exactly as written.
     Chinese text and full-width punctuation are left exactly as written; the folding that
     matching needs (NFKC, lower case) is the tokenizer's job (`fold_text`)."""
     text = unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n")
     text = text.translate(_CONTROL)
-    return "\n".join(_SPACES.sub(" ", line).rstrip() for line in text.split("\n")).strip()
+    # Leading and inner spaces stay: they are code indentation and Markdown structure.
+    return "\n".join(line.rstrip() for line in text.split("\n")).strip("\n")
 
 
 def fold_text(text: str) -> str:
@@ -278,6 +279,28 @@ def _matches(rel: str, patterns: Sequence[str]) -> bool:
     return any(
         fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(os.path.basename(rel), p) for p in patterns
     )
+
+
+def included(
+    rel: str,
+    *,
+    include: Sequence[str] = ("*.md",),
+    exclude: Sequence[str] = (),
+    exclude_dirs: Sequence[str] = DEFAULT_EXCLUDES,
+) -> bool:
+    """Would `scan_markdown` yield the file at `rel` (a relative POSIX path)? Only `.md`
+    files, no hidden or excluded folder on the way, matching `include` and not `exclude`."""
+    parts = rel.split("/")
+    if not parts[-1].lower().endswith(".md") or any(p in ("", ".", "..") for p in parts):
+        return False
+    folders = parts[:-1]
+    if any(p in exclude_dirs or p.startswith(".") for p in folders):
+        return False
+    if any(_matches("/".join(parts[: i + 1]), exclude) for i in range(len(folders))):
+        return False
+    if include and not _matches(rel, include):
+        return False
+    return not (exclude and _matches(rel, exclude))
 
 
 def scan_markdown(

@@ -332,6 +332,13 @@ class Index:
             start = time.perf_counter()
             docs = list(docs)
             self.root.mkdir(parents=True, exist_ok=True)
+            seen: set[str] = set()
+            unique_docs = []
+            for doc in docs:
+                if doc.id in seen:
+                    raise IndexError_(f"two documents share the id {doc.id!r}; ids must be unique")
+                seen.add(doc.id)
+                unique_docs.append(doc)
             name = self._next_generation()
             gen_dir = self.root / name
             gen_dir.mkdir()
@@ -348,13 +355,6 @@ class Index:
                 "max_chars": self.max_chars,
                 "docs": {},
             }
-            seen: set[str] = set()
-            unique_docs = []
-            for doc in docs:
-                if doc.id in seen:
-                    raise IndexError_(f"two documents share the id {doc.id!r}; ids must be unique")
-                seen.add(doc.id)
-                unique_docs.append(doc)
             chunks = 0
             try:
                 sparse_names = ["bm25", "sparse"] if self.embedder.has_sparse else ["bm25"]

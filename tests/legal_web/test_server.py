@@ -55,6 +55,7 @@ def test_it_serves_answers_stops_cleanly_and_restarts_on_the_same_port(tmp_path,
         assert "expense-reimbursement.md" in top3, top3
         assert set(reply["passages"][0]) == {"doc", "title", "heading", "snippet", "score"}
         assert post(web.url + "/api/ask", {"kb": "nope", "question": "x"})[0] == 404
+        assert post(web.url + "/api/ask", {"kb": ["company-policies"], "question": "x"})[0] == 400
         assert post(web.url + "/api/ask", {"kb": "company-policies", "question": " "})[0] == 400
         # a second instance on the same home is refused: two never share an index
         with pytest.raises(RuntimeError, match="another instance"):

@@ -139,3 +139,18 @@ def test_a_kill_between_commit_and_refresh_is_repaired_and_the_index_reconciled(
         == git(memory.kb_dir, "log", "-1", "--format=%H", "--", "note/killed-mid-write.md").strip()
     )
     assert int(git(memory.kb_dir, "rev-list", "--count", "HEAD")) == 3  # init, killed, other
+
+
+def test_recovery_never_overwrites_an_edit_made_after_the_commit(
+    tmp_path, minilm_model, shared_cache
+):
+    home = tmp_path / "home"
+    memory = make_memory(home, minilm_model)
+    memory.init(embedder="minilm")
+    _killed_add(home, shared_cache, "after-commit", "req-killed-3")
+    path = memory.kb_dir / "note" / "killed-mid-write.md"
+    edited = path.read_text().replace("was killed", "was definitely killed")
+    path.write_text(edited)  # the user fixes the entry before any daemon comes back
+    Gateway(memory).add("Unrelated entry", "Something else entirely, about printers.")
+    assert path.read_text() == edited
+    assert memory.status()["pending"] == 0

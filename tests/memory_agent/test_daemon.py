@@ -109,6 +109,10 @@ def test_a_whole_session_through_the_proxy(home, shared_cache):
         status = _structured(s.call("memory_index_status"))
         assert status["consistent"] and status["pending"] == 0
         assert status["entries"] == 81  # 79 demo + added + its successor
+        s.proc.stdin.write("{not json\n")  # a broken line still gets an answer, with id null
+        s.proc.stdin.flush()
+        broken = json.loads(s._replies.get(timeout=30))
+        assert broken["id"] is None and broken["error"]["code"] == -32700
         unknown = s.call("memory_get", id="no-such-entry")
         assert unknown["isError"] and "memory_search" in unknown["content"][0]["text"]
     finally:

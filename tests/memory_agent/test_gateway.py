@@ -224,3 +224,45 @@ def test_read_only_corpora_are_searchable_refused_for_writes_and_kept_when_missi
     assert status["consistent"] and status["entries"] == 2
     ids = _ids(memory.search("which vector store did we choose", limit=3))
     assert ids[0] == "agent-infra/docs/adr/0007-vector-store.md"
+
+
+def test_indented_code_survives_add_and_archive_byte_for_byte(memory, gateway):
+    body = "Use this helper:\n\n```python\ndef f(x):\n    if x:\n        return  1\n```\n\n- a\n  - nested"
+    added = gateway.add("Helper with an indented code block", body, type="guideline")
+    assert memory.get(added["id"])["body"] == body
+    gateway.archive(added["id"], "replaced by a library call", confirm=True)
+    text = Path(added["path"]).read_text()
+    assert "    if x:\n        return  1" in text and "  - nested" in text
+
+
+def test_two_files_with_the_same_id_are_reported_not_indexed_twice(memory):
+    twin = memory.kb_dir / "note" / "use-uv-for-locking.md"
+    twin.parent.mkdir(exist_ok=True)
+    twin.write_text(
+        (memory.kb_dir / "decision" / "use-uv-for-locking.md")
+        .read_text()
+        .replace("type: decision", "type: note")
+    )
+    status = memory.status()
+    kb = next(s for s in status["sources"] if s["label"] == "kb")
+    assert any("already used by decision/use-uv-for-locking.md" in p for p in kb["problems"])
+    assert status["consistent"]
+
+
+def test_corpus_ids_serve_only_the_markdown_a_scan_would_read(env_home, minilm_model, tmp_path):
+    repo = tmp_path / "proj"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "config").write_text("[remote] url = secret")
+    (repo / ".env").write_text("TOKEN=secret")
+    (repo / "README.md").write_text("# Proj\n\nHow to build.")
+    memory = make_memory(env_home, minilm_model)
+    memory.init(embedder="minilm")
+    (env_home / "repos.json").write_text(json.dumps([{"label": "proj", "path": str(repo)}]))
+    assert memory.get("proj/README.md")["writable"] is False
+    for sneaky in ("proj/.env", "proj/.git/config", "proj/../proj/README.md"):
+        with pytest.raises(NotFound):
+            memory.get(sneaky)
+    assert memory.status()["entries"] == 1
+    (env_home / "repos.json").write_text("[]")  # the corpus is removed from the list
+    assert memory.status()["entries"] == 0
+    assert memory.search("how to build", limit=5)["hits"] == []

@@ -67,8 +67,11 @@ def test_wikilinks_with_labels_and_anchors():
     ]
 
 
-def test_normalize_text_keeps_chinese_and_full_width_punctuation_as_written():
-    assert normalize_text("ＡＢＣ\u3000中文，标点。  \r\n\x07next") == "ＡＢＣ 中文，标点。\nnext"
+def test_normalize_text_keeps_chinese_punctuation_and_indentation_as_written():
+    text = "ＡＢＣ\u3000中文，标点。  \r\n\x07next\n```\ndef f():\n    return  1\n```"
+    assert normalize_text(text) == (
+        "ＡＢＣ\u3000中文，标点。\nnext\n```\ndef f():\n    return  1\n```"
+    )
     assert normalize_text("cafe\u0301") == "caf\u00e9"  # one spelling per word (NFC)
 
 

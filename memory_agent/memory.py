@@ -99,6 +99,7 @@ class Memory:
         # dynamics use; both are plain attributes so experiments can set them.
         self.stats: dict[str, EntryStats] = {}
         self.clock = time.time
+        self.last_channels: dict[str, str] = {}
 
     # -- setup ------------------------------------------------------------------------------
     def require_home(self) -> None:
@@ -310,6 +311,12 @@ class Memory:
                 Ranked(h.doc_id, h.score, h.payload, h.snippet, h.explain() if explain else None)
                 for h in result.hits
             ]
+            # The channel that ranked each candidate best, for the usage log (recall events).
+            self.last_channels = {
+                h.doc_id: min(h.channels, key=lambda n: h.channels[n].rank)
+                for h in result.hits
+                if h.channels
+            }
             ranked = rerank(
                 candidates,
                 stats=self.stats,

@@ -161,7 +161,7 @@ class Service:
                     entry=hit["id"],
                     rank=rank,
                     score=hit["score"],
-                    channel=_channel(hit),
+                    channel=self.memory.last_channels.get(hit["id"], "links"),
                 )
                 apply_event(self.memory.stats, event)
         return reply
@@ -271,11 +271,3 @@ class Service:
             "embedder": self.memory.cfg.embedder,
             "generation": self.memory.index.current(),
         }
-
-
-def _channel(hit: dict[str, Any]) -> str | None:
-    """The channel that ranked the hit best (only known when the search explained itself)."""
-    channels = (hit.get("why") or {}).get("channels") or {}
-    if not channels:
-        return None
-    return min(channels, key=lambda name: channels[name]["rank"])

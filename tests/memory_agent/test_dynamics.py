@@ -1,6 +1,7 @@
 """Memory that learns from use, through the real daemon: reinforcement that survives a restart,
 importance, recall as of a date, the supersede history, and gc that never deletes."""
 
+import json
 import os
 import signal
 import subprocess
@@ -120,6 +121,13 @@ def test_recalled_five_times_it_survives_a_restart_and_outranks_its_sibling(home
     warm = _search(client, "staging cluster eu-west-1", limit=2)
     assert warm[0]["id"] == lower, [(h["id"], h["why"]) for h in warm]
     assert warm[0]["why"]["recall_count"] >= 5
+    events = [json.loads(line) for f in (home / "events").glob("*.jsonl")
+              for line in f.read_text().splitlines()]
+    recalls = [e for e in events if e["kind"] == "recall"]
+    queries = [e for e in events if e["kind"] == "query"]
+    assert len(queries) >= 7 and all(q["latency_ms"] > 0 and q["results"] for q in queries)
+    assert {e["channel"] for e in recalls} <= {"dense", "lexical", "sparse", "links"}
+    assert {e["qid"] for e in recalls} <= {q["qid"] for q in queries}
     assert warm[0]["why"]["signals"]["reinforcement"] > warm[1]["why"]["signals"]["reinforcement"]
 
 

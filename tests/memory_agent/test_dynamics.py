@@ -121,8 +121,11 @@ def test_recalled_five_times_it_survives_a_restart_and_outranks_its_sibling(home
     warm = _search(client, "staging cluster eu-west-1", limit=2)
     assert warm[0]["id"] == lower, [(h["id"], h["why"]) for h in warm]
     assert warm[0]["why"]["recall_count"] >= 5
-    events = [json.loads(line) for f in (home / "events").glob("*.jsonl")
-              for line in f.read_text().splitlines()]
+    events = [
+        json.loads(line)
+        for f in (home / "events").glob("*.jsonl")
+        for line in f.read_text().splitlines()
+    ]
     recalls = [e for e in events if e["kind"] == "recall"]
     queries = [e for e in events if e["kind"] == "query"]
     assert len(queries) >= 7 and all(q["latency_ms"] > 0 and q["results"] for q in queries)

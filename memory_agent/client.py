@@ -30,6 +30,8 @@ from memory_agent import __version__
 __all__ = ["DaemonClient", "DaemonError", "ToolCallError"]
 
 PROTOCOL_VERSION = "2025-06-18"
+# Who is calling (the MCP client's name/version, or the CLI): recorded in query events.
+CALLER_HEADER = "X-Memory-Agent-Caller"
 START_TIMEOUT = float(os.environ.get("MEMORY_AGENT_START_TIMEOUT", "60"))
 
 
@@ -162,7 +164,11 @@ class DaemonClient:
 
     # -- MCP over HTTP --------------------------------------------------------------------
     def post_mcp(
-        self, payload: bytes, protocol_version: str | None = None, timeout: float | None = None
+        self,
+        payload: bytes,
+        protocol_version: str | None = None,
+        timeout: float | None = None,
+        caller: str | None = None,
     ) -> tuple[int, bytes]:
         headers = {
             "Content-Type": "application/json",
@@ -170,6 +176,8 @@ class DaemonClient:
         }
         if protocol_version:
             headers["MCP-Protocol-Version"] = protocol_version
+        if caller:
+            headers[CALLER_HEADER] = caller
         status, _, data = self.request("POST", "/mcp", payload, headers, timeout)
         return status, data
 
@@ -182,7 +190,9 @@ class DaemonClient:
             "method": "tools/call",
             "params": {"name": name, "arguments": arguments},
         }
-        status, data = self.post_mcp(json.dumps(message).encode(), PROTOCOL_VERSION)
+        status, data = self.post_mcp(
+            json.dumps(message).encode(), PROTOCOL_VERSION, caller=f"memory-agent-cli/{__version__}"
+        )
         if status != 200:
             raise DaemonError(f"the daemon answered HTTP {status}: {data[:500]!r}")
         reply = json.loads(data)

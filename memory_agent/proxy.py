@@ -57,6 +57,7 @@ class Proxy:
         self.out = out or sys.stdout
         self.out_lock = threading.Lock()
         self.protocol_version: str | None = None
+        self.caller: str | None = None
 
     def write(self, obj: dict[str, Any]) -> None:
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
@@ -69,7 +70,7 @@ class Proxy:
         self.write({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": text}})
 
     def _post(self, raw: bytes) -> tuple[int, bytes]:
-        return self.client.post_mcp(raw, self.protocol_version)
+        return self.client.post_mcp(raw, self.protocol_version, caller=self.caller)
 
     def handle(self, line: str) -> None:
         """Forward one message; a request always gets a response, whatever fails."""
@@ -96,6 +97,10 @@ class Proxy:
     def _forward(self, line: str, message: dict[str, Any]) -> None:
         msg_id = message.get("id")
         raw = line.encode("utf-8")
+        if message.get("method") == "initialize":
+            info = (message.get("params") or {}).get("clientInfo") or {}
+            if info.get("name"):
+                self.caller = f"{info['name']}/{info.get('version', '')}".rstrip("/")[:100]
         try:
             self.client.ensure()
             try:

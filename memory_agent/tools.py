@@ -10,10 +10,11 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from memory_agent import __version__
+from memory_agent.client import CALLER_HEADER
 from memory_agent.errors import MemoryAgentError
 from memory_agent.service import Service
 from ragcore import RagcoreError
@@ -42,6 +43,16 @@ def _call(fn, *args: Any, **kwargs: Any) -> dict[str, Any]:
         raise ToolError(f"invalid: {exc}") from exc
 
 
+def _caller(ctx: Context | None) -> str | None:
+    """The calling client, as the proxy or the CLI names it in a request header."""
+    try:
+        request = ctx.request_context.request if ctx is not None else None
+    except ValueError:  # no request (an in-process call)
+        return None
+    headers = getattr(request, "headers", None)
+    return headers.get(CALLER_HEADER) if headers is not None else None
+
+
 def build_server(service: Service) -> MCPServer:
     server = MCPServer("memory-agent", version=__version__, instructions=INSTRUCTIONS)
 
@@ -59,6 +70,7 @@ def build_server(service: Service) -> MCPServer:
         include_archived: bool = False,
         explain: bool = False,
         as_of: str | None = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Search the memory (knowledge base + read-only project docs) by meaning and keywords.
 
@@ -82,6 +94,7 @@ def build_server(service: Service) -> MCPServer:
         return _call(
             service.search,
             query,
+            caller=_caller(ctx),
             limit=limit,
             types=types,
             tags=tags,

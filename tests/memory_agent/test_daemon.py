@@ -117,6 +117,14 @@ def test_a_whole_session_through_the_proxy(home, shared_cache):
         assert unknown["isError"] and "memory_search" in unknown["content"][0]["text"]
     finally:
         s.close()
+    # the usage log names the MCP client that asked (from its initialize clientInfo)
+    callers = {
+        json.loads(line).get("caller")
+        for f in (home / "events").glob("*.jsonl")
+        for line in f.read_text().splitlines()
+        if '"kind": "query"' in line
+    }
+    assert callers == {"memory-agent-session/1"}
     # nothing but JSON-RPC ever reached the proxy's stdout
     assert s.lines and all(json.loads(line)["jsonrpc"] == "2.0" for line in s.lines)
 

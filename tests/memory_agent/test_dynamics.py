@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from memory_agent import config, policy
+from memory_agent import __version__, config, policy
 from memory_agent.client import DaemonClient
 from memory_agent.memory import Memory
 from tests.memory_agent.mcp_helpers import daemon_pids
@@ -129,6 +129,7 @@ def test_recalled_five_times_it_survives_a_restart_and_outranks_its_sibling(home
     recalls = [e for e in events if e["kind"] == "recall"]
     queries = [e for e in events if e["kind"] == "query"]
     assert len(queries) >= 7 and all(q["latency_ms"] > 0 and q["results"] for q in queries)
+    assert {q["caller"] for q in queries} == {f"memory-agent-cli/{__version__}"}
     assert {e["channel"] for e in recalls} <= {"dense", "lexical", "sparse", "links"}
     assert {e["qid"] for e in recalls} <= {q["qid"] for q in queries}
     assert warm[0]["why"]["signals"]["reinforcement"] > warm[1]["why"]["signals"]["reinforcement"]

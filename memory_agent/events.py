@@ -18,6 +18,8 @@ written to a temp name unique to the process, fsynced, renamed to `<name>.jsonl.
 then is the plain file removed. If a crash leaves both, `fold` reads the `.gz` (complete by
 construction: it only gets its name once fully written) and ignores the plain file, so nothing
 is counted twice; the next `compact` removes the leftover.
+
+Design: docs/adr/0006-usage-events-and-bounded-reinforcement.md.
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ refresh, loses nothing.
 
 Idempotency: a reply is stored under its `request_id` (`run/requests/`); a retried call with
 the same id gets the first reply back instead of writing again.
+
+Design and failure cases: docs/adr/0004-write-intents-as-a-redo-log.md.
 """
 
 from __future__ import annotations

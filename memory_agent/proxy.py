@@ -9,6 +9,8 @@ If the daemon is not running it is started (once, under the spawn lock; see
 read-only requests are retried; a write is retried only when it carries a `request_id` (the
 daemon then replays the first reply if the write had happened); otherwise the client gets an
 error telling it to check and retry with a request_id.
+
+Design: docs/adr/0005-daemon-and-stdlib-proxy.md.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ An embedder that declares the languages it was trained for (MiniLM: English) get
 dense weight for queries in any other language (`query_language`).
 
 The defaults (method, weights) were chosen by measurement on three benchmarks; the numbers,
-and what did not help, are in `experiments/retrieval-baselines/README.md`.
+and what did not help, are in `experiments/retrieval-baselines/README.md`; the decision is
+docs/adr/0003-score-fusion-with-language-aware-dense-weight.md.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ measurement behind that choice.
 Documents are stored as term-frequency sparse vectors (term ids are stable 31-bit hashes of the
 tokens), so a store can persist them; `BM25Index` keeps them as an inverted index and scores
 exact BM25 (Lucene variant) with the corpus statistics of the moment, which keeps incremental
-updates exact.
+updates exact (docs/adr/0001-lexical-channel-in-process.md).
 """
 
 from __future__ import annotations

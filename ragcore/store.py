@@ -155,7 +155,8 @@ class QdrantStore:
     class _Bulk:
         """Inside `with store.bulk():` local-mode writes skip the per-point fsync; the file is
         synced once on leaving the block. (qdrant-client local mode commits one SQLite
-        transaction per point; with synchronous=FULL each one pays an fsync.)"""
+        transaction per point; with synchronous=FULL each one pays an fsync.) Why this is safe:
+        docs/adr/0002-bulk-build-without-per-point-fsync.md."""
 
         def __init__(self, store: QdrantStore):
             self.store = store

@@ -119,7 +119,6 @@ class DaemonClient:
         return health
 
     def _spawn(self) -> None:
-        log = self.run_dir / "daemon.log"
         cmd = [sys.executable, "-m", "memory_agent", "daemon", "--home", str(self.home)]
         subprocess.Popen(
             cmd,
@@ -130,7 +129,6 @@ class DaemonClient:
             close_fds=True,
             cwd=str(self.home),
         )
-        self._log = log
 
     def _wait_healthy(self) -> dict[str, Any]:
         deadline = time.monotonic() + START_TIMEOUT

@@ -70,16 +70,6 @@ class KBRepo:
         except ValueError:  # no commits yet
             return None
 
-    def is_committed(self, path: Path) -> bool:
-        """True when the file at `path` is tracked and identical to HEAD."""
-        rel = str(Path(path).resolve().relative_to(self.path.resolve()))
-        if self.head() is None:
-            return False
-        tracked = self.repo.git.ls_files("--", rel)
-        if not tracked:
-            return False
-        return not self.repo.git.status("--porcelain", "--", rel).strip()
-
     def committed_text(self, path: Path) -> str | None:
         """The file's text at HEAD, or None if HEAD does not have it."""
         rel = str(Path(path).resolve().relative_to(self.path.resolve()))
@@ -94,10 +84,3 @@ class KBRepo:
         rel = str(Path(path).resolve().relative_to(self.path.resolve()))
         out = self.repo.git.log("-1", "--format=%H", "--", rel) if self.head() else ""
         return out.strip() or None
-
-    def dirty_paths(self) -> list[str]:
-        out = self.repo.git.status("--porcelain", "--untracked-files=all")
-        return [line[3:] for line in out.splitlines() if line.strip()]
-
-    def commit_count(self) -> int:
-        return int(self.repo.git.rev_list("--count", "HEAD")) if self.head() else 0

@@ -146,9 +146,6 @@ class Entry:
         meta.update(self.extra)
         return {k: meta[k] for k in KEY_ORDER if k in meta}
 
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.meta.get(key, default)
-
     def to_document(self, path: str | None = None) -> Document:
         meta = {k: v for k, v in self.meta.items() if k not in ("id", "title")}
         return Document(

@@ -17,7 +17,7 @@ import hashlib
 import sqlite3
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -226,7 +226,6 @@ class EmbedStats:
     model_calls: int = 0
     texts_embedded: int = 0
     cache_hits: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 class CachedEmbedder:

@@ -468,6 +468,3 @@ class Index:
     # -- lookups used by search -----------------------------------------------------------
     def dense_vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
         return self.store.dense_vectors(chunk_ids)
-
-    def doc_ids(self) -> list[str]:
-        return list(self.manifest["docs"])

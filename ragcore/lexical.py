@@ -20,7 +20,7 @@ import re
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -240,11 +240,3 @@ class BM25Index:
                 top = np.arange(candidates.size)
             order = top[np.argsort(-cand_scores[top], kind="stable")]
             return [(self._keys[candidates[i]], float(cand_scores[i])) for i in order]  # type: ignore[misc]
-
-    def keys(self) -> Sequence[str]:
-        return list(self._slot)
-
-
-def query_vector(tokenizer: Tokenizer, text: str) -> dict[int, float]:
-    """The query as {term id: count} (a repeated query word counts more, as in Lucene)."""
-    return term_frequencies(tokenizer(text))

@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from ragcore import Document, DocumentError, included, load_markdown, scan_markdown
+from ragcore import Document, included, load_markdown, scan_markdown
 
-__all__ = ["Corpus", "CorpusError", "load_corpora", "read_corpus"]
+__all__ = ["Corpus", "CorpusError", "corpus_files", "load_corpora", "load_corpus_document"]
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 RESERVED_LABELS = {"kb"}
@@ -78,25 +79,16 @@ def load_corpora(repos_file: Path) -> list[Corpus]:
     return corpora
 
 
-@dataclass
-class CorpusScan:
-    documents: list[Document] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
+def corpus_files(corpus: Corpus) -> Iterator[tuple[str, Path]]:
+    """(relative path, absolute path) of every Markdown file the corpus serves."""
+    return scan_markdown(corpus.path, include=corpus.include, exclude=corpus.exclude)
 
 
-def read_corpus(corpus: Corpus) -> CorpusScan:
-    """Every Markdown document of an available corpus; unreadable files are listed, not fatal."""
-    scan = CorpusScan()
-    for rel, full in scan_markdown(corpus.path, include=corpus.include, exclude=corpus.exclude):
-        try:
-            doc = load_markdown(full, f"{corpus.label}/{rel}", source=corpus.label)
-        except DocumentError as exc:
-            scan.skipped.append(str(exc))
-            continue
-        meta = {k: v for k, v in doc.meta.items() if k in ("tags", "type", "created")}
-        meta["status"] = "active"
-        meta.setdefault("type", "note")
-        if not isinstance(meta.get("type"), str):
-            meta["type"] = "note"
-        scan.documents.append(Document(doc.id, doc.title, doc.body, meta, doc.source, doc.path))
-    return scan
+def load_corpus_document(corpus: Corpus, rel: str, full: Path) -> Document:
+    """One corpus file as a read-only document (id `<label>/<rel>`); raises `DocumentError`."""
+    doc = load_markdown(full, f"{corpus.label}/{rel}", source=corpus.label)
+    meta = {k: v for k, v in doc.meta.items() if k in ("tags", "type", "created")}
+    meta["status"] = "active"
+    if not isinstance(meta.get("type"), str):
+        meta["type"] = "note"
+    return Document(doc.id, doc.title, doc.body, meta, doc.source, doc.path)

@@ -27,7 +27,7 @@ from typing import Any
 from filelock import FileLock
 
 from memory_agent import config as config_mod
-from memory_agent.corpora import Corpus, load_corpora, read_corpus
+from memory_agent.corpora import Corpus, corpus_files, load_corpora, load_corpus_document
 from memory_agent.errors import Invalid, NotFound, NotReady
 from memory_agent.events import EntryStats
 from memory_agent.gitrepo import KBRepo
@@ -36,6 +36,7 @@ from memory_agent.ranking import Ranked, rerank
 from ragcore import (
     CachedEmbedder,
     Document,
+    DocumentError,
     EmbeddingCache,
     Filter,
     Index,
@@ -175,7 +176,7 @@ class Memory:
         doc, error = None, None
         try:
             doc = loader(path)
-        except (ValidationError, ValueError) as exc:
+        except (ValidationError, ValueError, DocumentError) as exc:
             error = (
                 f"{path.relative_to(self.home) if path.is_relative_to(self.home) else path}: {exc}"
             )
@@ -201,7 +202,9 @@ class Memory:
         readable = {KB_SOURCE}
         kb_status = SourceStatus(KB_SOURCE, 0, True, self.kb_dir.is_dir(), str(self.kb_dir))
         seen: dict[str, Path] = {}
+        seen_paths: set[str] = set()
         for path in iter_entry_files(self.kb_dir):
+            seen_paths.add(str(path))
             doc, error = self._load(path, self._kb_doc)
             if doc is not None and doc.id in seen:
                 kb_status.problems.append(
@@ -220,10 +223,16 @@ class Memory:
         for corpus in self.corpora():
             status = SourceStatus(corpus.label, 0, False, corpus.available, str(corpus.path))
             if corpus.available:
-                scanned = read_corpus(corpus)
-                docs.extend(scanned.documents)
-                status.entries = len(scanned.documents)
-                status.problems = scanned.skipped
+                for rel, full in corpus_files(corpus):
+                    seen_paths.add(str(full))
+                    doc, error = self._load(
+                        full, lambda p, c=corpus, r=rel: load_corpus_document(c, r, p)
+                    )
+                    if doc is not None:
+                        docs.append(doc)
+                        status.entries += 1
+                    else:
+                        status.problems.append(error or f"{full}: unreadable")
                 readable.add(corpus.label)
             else:
                 status.problems = [
@@ -231,6 +240,8 @@ class Memory:
                     "entries are kept until it comes back"
                 ]
             self.sources[corpus.label] = status
+        # Forget the stat cache of files that are gone.
+        self._stats = {k: v for k, v in self._stats.items() if k in seen_paths}
         return docs, readable, broken
 
     def sync(self) -> dict[str, Any]:
@@ -488,16 +499,14 @@ class Memory:
                 full = (corpus.path / rel).resolve()
                 if not full.is_relative_to(corpus.path.resolve()) or not full.is_file():
                     break
-                from ragcore import DocumentError, load_markdown
-
                 try:
-                    doc = load_markdown(full, entry_id, source=label)
+                    doc = load_corpus_document(corpus, rel, full)
                 except DocumentError as exc:
                     raise NotFound(f"{entry_id}: {exc}") from exc
                 return {
                     "id": entry_id,
                     "title": doc.title,
-                    "type": "note",
+                    "type": doc.meta["type"],
                     "status": "active",
                     "tags": doc.meta.get("tags") or [],
                     "body": doc.body,

@@ -1,4 +1,5 @@
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,26 @@ def test_corpus_ids_serve_only_the_markdown_a_scan_would_read(env_home, minilm_m
     (env_home / "repos.json").write_text("[]")  # the corpus is removed from the list
     assert memory.status()["entries"] == 0
     assert memory.search("how to build", limit=5)["hits"] == []
+
+
+def test_corpus_files_are_re_read_only_when_their_stat_changes(env_home, minilm_model, tmp_path):
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    doc = repo / "runbook.md"
+    doc.write_text("# Runbook\n\nRestart the ingest worker with kctl ingest restart.\n")
+    memory = make_memory(env_home, minilm_model, resident=True)
+    memory.init(embedder="minilm")
+    (env_home / "repos.json").write_text(json.dumps([{"label": "proj", "path": str(repo)}]))
+    memory.require_home()
+    assert memory.search("restart the ingest worker", limit=1)["hits"][0]["id"] == "proj/runbook.md"
+    st = doc.stat()
+    doc.write_text(
+        "# Runbook\n\nRestart the billing worker with kctl bills restart.\n"
+    )  # same size
+    os.utime(doc, ns=(st.st_atime_ns, st.st_mtime_ns))
+    hit = memory.search("restart the ingest worker", limit=1)["hits"][0]
+    assert "ingest" in hit["snippet"]  # same stat: the file was not read again
+    doc.write_text(doc.read_text() + "Ask #oncall first.\n")  # the stat changes: picked up
+    hit = memory.search("restart the billing worker", limit=1)["hits"][0]
+    assert hit["id"] == "proj/runbook.md" and "billing" in hit["snippet"]
+    memory.close()

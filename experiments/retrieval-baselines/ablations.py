@@ -3,36 +3,17 @@
     python experiments/retrieval-baselines/ablations.py ../shared/bench
 
 1. MMR: nDCG@10 with mmr_lambda 1.0 (off), 0.85, 0.7 on each dataset (`ragcore.evaluate`).
-2. Title in the indexed text: the lexical channel alone on LoCoMo with and without titles.
+2. Title in the indexed text: the lexical channel alone on LoCoMo with and without titles
+   (`lexical_sweep.run`, k1 0.9, b 0.4).
 """
 
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
-from ragcore import BM25Index, SearchConfig, Tokenizer, chunk_document, evaluate, make_embedder
-from ragcore.evaluate import load_qrels, metrics, read_corpus, read_queries
-from ragcore.lexical import term_frequencies
+from lexical_sweep import run  # noqa: E402 - a sibling script
 
-
-def lexical_only(bench: Path, with_title: bool) -> float:
-    tok, idx, doc_of = Tokenizer(), BM25Index(), {}
-    for doc in read_corpus(bench / "corpus.jsonl"):
-        doc = doc if with_title else replace(doc, title="")
-        for c in chunk_document(doc):
-            idx.add(c.id, term_frequencies(tok(c.text)))
-            doc_of[c.id] = doc.id
-    qrels = load_qrels(bench / "qrels.tsv")
-    run = {}
-    for qid, text in read_queries(bench / "queries.jsonl"):
-        if qid in qrels:
-            ranked = []
-            for cid, _ in idx.search(term_frequencies(tok(text)), 50):
-                if doc_of[cid] not in ranked:
-                    ranked.append(doc_of[cid])
-            run[qid] = ranked[:10]
-    return metrics({q: qrels[q] for q in run}, run)["ndcg@10"]
+from ragcore import SearchConfig, Tokenizer, evaluate, make_embedder
 
 
 def main(root: str) -> None:
@@ -53,7 +34,7 @@ def main(root: str) -> None:
     for with_title in (True, False):
         print(
             f"LoCoMo lexical only, title {'in' if with_title else 'out'}: "
-            f"{lexical_only(root_dir / 'locomo', with_title):.4f}",
+            f"{run(root_dir / 'locomo', Tokenizer(), 0.9, 0.4, with_title)['ndcg@10']:.4f}",
             flush=True,
         )
 

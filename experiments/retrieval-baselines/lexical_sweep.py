@@ -4,6 +4,7 @@ python experiments/retrieval-baselines/lexical_sweep.py ../shared/bench/cmrc2018
 """
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ragcore import BM25Index, Tokenizer, chunk_document
@@ -20,10 +21,11 @@ VARIANTS = {
 }
 
 
-def run(bench: Path, tok: Tokenizer, k1: float, b: float) -> dict:
+def run(bench: Path, tok: Tokenizer, k1: float, b: float, with_title: bool = True) -> dict:
     idx = BM25Index(k1=k1, b=b)
     doc_of = {}
     for doc in read_corpus(bench / "corpus.jsonl"):
+        doc = doc if with_title else replace(doc, title="")
         for c in chunk_document(doc):
             idx.add(c.id, term_frequencies(tok(c.text)))
             doc_of[c.id] = doc.id

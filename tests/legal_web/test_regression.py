@@ -10,6 +10,7 @@ import ast
 import re
 from pathlib import Path
 
+from legal_web.engine import LegalEngine, default_data_dir
 from ragcore import metrics
 
 PINNED_NDCG = 0.974
@@ -38,15 +39,23 @@ def test_answers_are_extractive_and_cite_their_passages(engine):
         assert sentence.strip()[:40] in source
 
 
-def test_an_llm_hook_can_write_the_answer(engine, tmp_path, monkeypatch):
+def test_an_llm_hook_named_in_the_environment_writes_the_answer(
+    tmp_path, shared_cache, monkeypatch
+):
     (tmp_path / "fake_llm_hook.py").write_text(
         "def answer(question, passages):\n    return f'{len(passages)} passages for: {question}'\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    from legal_web.engine import _load_hook
-
-    monkeypatch.setattr(engine, "llm_hook", _load_hook("fake_llm_hook:answer"))
-    reply = engine.ask("workplace-safety", "Who may enter a confined space?", limit=3)
+    monkeypatch.setenv("LEGAL_WEB_LLM_HOOK", "fake_llm_hook:answer")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "cache").symlink_to(shared_cache)
+    hooked = LegalEngine(default_data_dir(), home)  # reads the variable, like the server does
+    try:
+        hooked.load()
+        reply = hooked.ask("workplace-safety", "Who may enter a confined space?", limit=3)
+    finally:
+        hooked.close()
     assert reply["answer"] == "3 passages for: Who may enter a confined space?"
     assert len(reply["passages"]) == 3
 

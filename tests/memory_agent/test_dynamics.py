@@ -172,10 +172,8 @@ def test_as_of_answers_from_the_memory_as_it_stood_then(home):
     now = [h["id"] for h in _search(client, query)]
     assert "lock-with-pip-tools" in then and "lock-python-dependencies-with-uv" not in then
     assert now[0] == "lock-python-dependencies-with-uv" and "lock-with-pip-tools" not in now
-    assert _search(client, query, as_of="2025-12-31") == [] or all(
-        h["id"] not in ("lock-with-pip-tools", "lock-python-dependencies-with-uv")
-        for h in _search(client, query, as_of="2025-12-31")
-    )
+    # before either lock entry existed, only the one entry from 2025 stood
+    assert [h["id"] for h in _search(client, query, as_of="2025-12-31")] == ["old-sprint-notes"]
     history = client.call_tool("memory_history", {"id": "lock-python-dependencies-with-uv"})
     chain = history["chain"]
     assert [s["id"] for s in chain] == ["lock-with-pip-tools", "lock-python-dependencies-with-uv"]

@@ -197,15 +197,11 @@ class Gateway:
         """An active KB entry with the same normalised text, or a near-duplicate above the
         embedder's threshold."""
         key = content_key(title, body)
-        for path in iter_entry_files(self.memory.kb_dir):
-            if path.stem in exclude:
+        for doc in self.memory.kb_documents():
+            if doc.id in exclude or doc.meta.get("status") != "active":
                 continue
-            doc = self.memory._stats.get(str(path))
-            entry_doc = doc.doc if doc else None
-            if entry_doc is None or entry_doc.meta.get("status") != "active":
-                continue
-            if content_key(entry_doc.title, entry_doc.body) == key:
-                return {"duplicate_of": entry_doc.id, "score": 1.0, "match": "exact"}
+            if content_key(doc.title, doc.body) == key:
+                return {"duplicate_of": doc.id, "score": 1.0, "match": "exact"}
         threshold = DEDUP_THRESHOLDS.get(self.memory.cfg.embedder, 0.9)
         nearest = self.nearest(title, body, exclude)
         if nearest is not None and nearest[1] >= threshold:

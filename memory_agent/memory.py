@@ -244,6 +244,14 @@ class Memory:
         self._stats = {k: v for k, v in self._stats.items() if k in seen_paths}
         return docs, readable, broken
 
+    def kb_documents(self) -> list[Document]:
+        """The KB entries as the last scan read them (no file is read again)."""
+        return [
+            st.doc
+            for path, st in self._stats.items()
+            if st.doc is not None and st.doc.source == KB_SOURCE
+        ]
+
     def sync(self) -> dict[str, Any]:
         """Bring the index in line with the files (build it if there is none yet)."""
         docs, readable, broken = self.scan()

@@ -26,6 +26,7 @@ from ragcore import (
     EmbeddingCache,
     Filter,
     Index,
+    RagcoreError,
     Tokenizer,
     load_markdown,
     make_embedder,
@@ -69,8 +70,10 @@ class Passage:
         }
 
 
-class UnknownKnowledgeBase(KeyError):
-    pass
+class UnknownKnowledgeBase(RagcoreError):
+    """A question named a knowledge base the engine does not have."""
+
+    code = "not_found"
 
 
 class LegalEngine:
@@ -140,7 +143,9 @@ class LegalEngine:
 
     def retrieve(self, kb: str, question: str, limit: int = 5) -> list[Passage]:
         if kb not in self.kbs:
-            raise UnknownKnowledgeBase(kb)
+            raise UnknownKnowledgeBase(
+                f"no knowledge base {kb!r}", f"choose one of {', '.join(self.kbs)}"
+            )
         result = search(self.index, question, limit=limit, flt=Filter(sources=(kb,)))
         return [
             Passage(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import signal
@@ -74,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--home", type=Path, default=None, help="where the index lives")
     p.add_argument("--embedder", choices=("minilm", "bge-m3"), default="minilm")
+    p.add_argument(
+        "--json", action="store_true", help='print the start line as JSON: {"url", "kbs"}'
+    )
     return p
 
 
@@ -106,7 +110,12 @@ def main(argv: list[str] | None = None) -> int:
 
         server = Server(uvicorn.Config(create_app(engine), log_config=None, access_log=False))
         kbs = ", ".join(f"{kb.name} ({kb.docs})" for kb in engine.kbs.values())
-        print(f"legal_web serving http://127.0.0.1:{port}/  knowledge bases: {kbs}", flush=True)
+        url = f"http://127.0.0.1:{port}/"
+        if args.json:
+            counts = {kb.name: kb.docs for kb in engine.kbs.values()}
+            print(json.dumps({"url": url, "kbs": counts}), flush=True)
+        else:
+            print(f"legal_web serving {url}  knowledge bases: {kbs}", flush=True)
         server.run(sockets=[sock])
         return 0
     finally:

@@ -20,22 +20,18 @@ def _progress(stage: str, done: int, total: int) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from ragcore import RagcoreError, evaluate, make_embedder
+    from ragcore import evaluate, make_embedder
 
     cfg = config_mod.load({"home": args.home, "embedder": args.embedder, "cache": args.cache})
     bench = Path(args.bench_dir)
-    try:
-        embedder = make_embedder(cfg.embedder, model_path=cfg.model_path or None)
-        report = evaluate(
-            bench,
-            embedder,
-            cache_dir=cfg.cache_dir,
-            max_queries=args.max_queries,
-            progress=None if args.quiet else _progress,
-        )
-    except RagcoreError as exc:
-        print(f"memory-agent eval: {exc}", file=sys.stderr)
-        return 2
+    embedder = make_embedder(cfg.embedder, model_path=cfg.model_path or None)
+    report = evaluate(
+        bench,
+        embedder,
+        cache_dir=cfg.cache_dir,
+        max_queries=args.max_queries,
+        progress=None if args.quiet else _progress,
+    )
     if args.run_out:
         with open(args.run_out, "w", encoding="utf-8") as fh:
             for qid, ranked in report.run.items():
@@ -64,15 +60,10 @@ def _home(args: argparse.Namespace) -> Path:
 
 def _client(args: argparse.Namespace):
     from memory_agent.client import DaemonClient
+    from memory_agent.home import Home
 
     home = _home(args)
-    if not (home / "kb" / ".git").exists():
-        from memory_agent.errors import NotReady
-
-        raise NotReady(
-            f"no knowledge base at {home / 'kb'}: run `memory-agent init` "
-            "(or set MEMORY_AGENT_HOME / --home to your home)"
-        )
+    Home(home).require()
     return DaemonClient(home)
 
 
@@ -81,10 +72,12 @@ def _tool(args: argparse.Namespace, name: str, **arguments) -> dict:
 
 
 def _body(args: argparse.Namespace) -> str:
+    from memory_agent.errors import Invalid
+
     if args.body is not None:
         return args.body
     if sys.stdin is None or sys.stdin.isatty():
-        raise SystemExit("memory-agent: give the body with --body TEXT or on stdin")
+        raise Invalid("body: missing", "give it with --body TEXT or on stdin")
     return sys.stdin.read()
 
 
@@ -102,6 +95,7 @@ def _print_write(reply: dict) -> None:
         print(
             f"duplicate of {reply['duplicate_of']} (score {reply['score']}, {reply.get('match')}); "
             "nothing written"
+            + ("; --force writes it anyway" if reply.get("match") == "near" else "")
         )
     elif status == "preview":
         for path, text in reply["preview"].items():
@@ -122,6 +116,12 @@ def cmd_init(args: argparse.Namespace) -> int:
     cfg = config_mod.load({"home": args.home})
     reply = Memory(cfg).init(demo=args.demo, embedder=args.embedder, sync=False)
     client = DaemonClient(cfg.home_dir)
+    health = client.health()
+    if health is not None and health.get("embedder") != reply["embedder"]:
+        # The running daemon serves the old embedder: replace it, or the new setting would
+        # not take effect (and its error would repeat).
+        client.stop(wait=True)
+        reply["restarted_daemon"] = health.get("pid")
     if not args.no_index:
         # The daemon owns the index: it builds it on this first call.
         reply["index"] = client.admin("sync")
@@ -132,6 +132,8 @@ def cmd_init(args: argparse.Namespace) -> int:
             f"home {r['home']} (knowledge base {r['kb']}, "
             f"{'new repository' if r['created_repo'] else 'existing repository adopted'})"
         )
+        if r.get("restarted_daemon"):
+            print(f"stopped the daemon (pid {r['restarted_daemon']}) of the old embedder")
         if r["demo_entries_added"]:
             print(f"added {r['demo_entries_added']} demo entries in commit {r['commit'][:12]}")
         if "index" in r:
@@ -156,6 +158,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         type=args.type,
         tags=args.tag or [],
         request_id=args.request_id,
+        force=args.force or None,
     )
     return _emit(args, reply, _print_write)
 
@@ -171,12 +174,20 @@ def cmd_supersede(args: argparse.Namespace) -> int:
         tags=args.tag,
         confirm=args.confirm,
         request_id=args.request_id,
+        force=args.force or None,
     )
     return _emit(args, reply, _print_write)
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
-    reply = _tool(args, "memory_archive", id=args.id, reason=args.reason, confirm=args.confirm)
+    reply = _tool(
+        args,
+        "memory_archive",
+        id=args.id,
+        reason=args.reason,
+        confirm=args.confirm,
+        request_id=args.request_id,
+    )
     return _emit(args, reply, _print_write)
 
 
@@ -213,6 +224,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             print("no matches")
         for n, h in enumerate(r["hits"], start=1):
             ro = "" if h["writable"] else f" [read-only: {h['source']}]"
+            if h.get("status") == "archived":
+                ro += " [archived]"
             print(
                 f"{n:2d}. {h['score']:.3f}  {h['id']}  ({h['type']}){ro}\n    {h['title']}\n"
                 f"    {h['snippet']}"
@@ -312,9 +325,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
     from memory_agent.client import DaemonClient
 
     client = DaemonClient(_home(args))
-    health = client.health()
-    stopped = client.stop(wait=True)
-    reply = {"stopped": stopped, "pid": health.get("pid") if health else None}
+    stopped, pid = client.stop(wait=True)
+    reply = {"stopped": stopped, "pid": pid}
     return _emit(
         args,
         reply,
@@ -325,21 +337,19 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
-    from memory_agent.daemon import AlreadyRunning, run_daemon
+    from memory_agent.daemon import run_daemon
 
-    try:
-        return run_daemon(
-            args.home, preload=args.preload, idle_exit=args.idle_exit, foreground=args.foreground
-        )
-    except AlreadyRunning as exc:
-        print(f"memory-agent daemon: {exc}", file=sys.stderr)
-        return 1
+    return run_daemon(
+        args.home, preload=args.preload, idle_exit=args.idle_exit, foreground=args.foreground
+    )
 
 
 def cmd_web(args: argparse.Namespace) -> int:
     from legal_web.server import main as web_main
 
     argv = ["--port", str(args.port)]
+    if args.json:
+        argv += ["--json"]
     if args.data:
         argv += ["--data", args.data]
     if args.web_home:
@@ -353,26 +363,66 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     return run_proxy(_home(args))
 
 
+TYPES_HELP = (
+    "principle, correction, decision, guideline, pitfall, process, model, fact, preference or note"
+)
+HOME_HELP = "the memory's home directory (default: $MEMORY_AGENT_HOME, else ~/.memory-agent)"
+EXIT_CODES = """exit status: 0 success; 2 refused or bad arguments (nothing was written; the message
+says why and what to do); 1 an unexpected failure (a bug: a traceback follows); 130
+interrupted (Ctrl-C)."""
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a default only where there is one worth saying (not None or False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with our error contract: `--json` gets `{"error": {...}}`, exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        from memory_agent.errors import ErrorInfo
+
+        info = ErrorInfo("invalid", message, f"see `{self.prog} --help`")
+        if "--json" in sys.argv[1:]:
+            print(json.dumps({"error": info.as_json()}, ensure_ascii=False))
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: {info.code}: {message}\n  fix: {info.fix}", file=sys.stderr)
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="memory-agent",
         description="Long-term memory for coding agents: a Markdown knowledge base in git, "
         "searched through a resident daemon over MCP.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--home", help="home directory (default: $MEMORY_AGENT_HOME or ~/.memory-agent)"
-    )
+    parser.add_argument("--home", help=HOME_HELP)
     parser.add_argument("--version", action="version", version=f"memory-agent {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
 
     def command(name: str, func, help: str, description: str | None = None):
-        p = sub.add_parser(name, help=help, description=description or help)
-        p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-        p.add_argument(
-            "--home",
-            default=argparse.SUPPRESS,
-            help="home directory (default: $MEMORY_AGENT_HOME or ~/.memory-agent)",
+        p = sub.add_parser(
+            name,
+            help=help,
+            description=description or help,
+            epilog=EXIT_CODES,
+            formatter_class=_Help,
         )
+        p.add_argument(
+            "--json",
+            action="store_true",
+            help='print one JSON object on stdout (errors: {"error": {code, message, fix}})',
+        )
+        p.add_argument("--home", default=argparse.SUPPRESS, help=HOME_HELP)
         p.set_defaults(func=func)
         return p
 
@@ -381,42 +431,52 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_init,
         "create (or adopt) the home and its git knowledge base",
         "Create the home directory and kb/ as a git repository (an existing directory "
-        "or repository is adopted, never overwritten), then build the index.",
+        "or repository is adopted, never overwritten), then build the index. Run it again "
+        "with --embedder to switch models: the daemon of the old one is stopped.",
     )
     p.add_argument(
         "--embedder",
         choices=EMBEDDERS,
-        help="write this embedder to config.toml (default for new homes: bge-m3)",
+        help="write this embedder to config.toml (a new home without it uses bge-m3; "
+        "minilm is the offline model)",
     )
-    p.add_argument("--demo", action="store_true", help="add the demo entries (one commit)")
+    p.add_argument(
+        "--demo", action="store_true", help="add the 79 demo entries (one commit, dated from now)"
+    )
     p.add_argument(
         "--no-index", action="store_true", help="do not start the daemon to build the index now"
     )
 
     p = command("add", cmd_add, "add an entry (dedup, validate, write, commit, index)")
-    p.add_argument("--title", required=True)
+    p.add_argument("--title", required=True, help="one line saying the point (at most 200 chars)")
+    p.add_argument("--type", default="note", help=f"the kind of entry: {TYPES_HELP}")
+    p.add_argument("--tag", action="append", help="a tag (a short word); repeat for more")
+    p.add_argument("--body", help="the Markdown text (default: read stdin)")
     p.add_argument(
-        "--type",
-        default="note",
-        help="principle, correction, decision, guideline, "
-        "pitfall, process, model, fact, preference or note (default note)",
+        "--request-id", help="any unique string: retrying with the same id returns the first reply"
     )
-    p.add_argument("--tag", action="append", help="a tag; repeat for more")
-    p.add_argument("--body", help="the text (default: read stdin)")
-    p.add_argument("--request-id", help="retrying with the same id returns the first reply")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write even past a near-duplicate (named in the commit message)",
+    )
 
     p = command("get", cmd_get, "show one entry, read from disk")
-    p.add_argument("id")
+    p.add_argument("id", help="the entry's id, as search shows it")
 
     p = command("search", cmd_search, "search the knowledge base and the read-only corpora")
-    p.add_argument("query")
-    p.add_argument("--limit", type=int, default=8)
-    p.add_argument("--type", action="append", help="only this type; repeat for more")
-    p.add_argument("--tag", action="append", help="only entries with this tag; repeat for more")
+    p.add_argument("query", help="what you are looking for, in plain words")
+    p.add_argument("--limit", type=int, default=8, help="how many hits (1 to 50)")
+    p.add_argument("--type", action="append", help=f"only this type ({TYPES_HELP}); repeatable")
+    p.add_argument("--tag", action="append", help="only entries with this tag; repeatable")
     p.add_argument("--kb-only", action="store_true", help="leave out the read-only corpora")
-    p.add_argument("--include-archived", action="store_true")
+    p.add_argument(
+        "--include-archived", action="store_true", help="include archived entries (marked)"
+    )
     p.add_argument("--as-of", metavar="YYYY-MM-DD", help="search the memory as it stood that day")
-    p.add_argument("--explain", action="store_true", help="show each channel's rank and score")
+    p.add_argument(
+        "--explain", action="store_true", help="show each channel's rank and every ranking signal"
+    )
 
     p = command(
         "supersede",
@@ -425,29 +485,39 @@ def build_parser() -> argparse.ArgumentParser:
         "Write a new entry that supersedes OLD_ID and mark OLD_ID superseded, in one "
         "commit. Without --confirm, show both files as they would be written.",
     )
-    p.add_argument("old_id")
-    p.add_argument("--title", required=True)
-    p.add_argument("--body", help="the text (default: read stdin)")
-    p.add_argument("--type", help="default: the old entry's type")
-    p.add_argument("--tag", action="append", help="default: the old entry's tags")
+    p.add_argument("old_id", help="the id of the entry to replace")
+    p.add_argument("--title", required=True, help="the new entry's title (one line)")
+    p.add_argument("--body", help="the new entry's text (default: read stdin)")
+    p.add_argument("--type", help=f"the new entry's type ({TYPES_HELP}; default: the old one's)")
+    p.add_argument("--tag", action="append", help="a tag; repeatable (default: the old tags)")
     p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
-    p.add_argument("--request-id")
+    p.add_argument("--request-id", help="retrying with the same id returns the first reply")
+    p.add_argument("--force", action="store_true", help="write even past a near-duplicate")
 
     p = command("archive", cmd_archive, "retire an entry with a reason (preview first)")
-    p.add_argument("id")
-    p.add_argument("--reason", required=True)
+    p.add_argument("id", help="the id of the entry to retire")
+    p.add_argument("--reason", required=True, help="why it is retired (kept in the file)")
     p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
+    p.add_argument("--request-id", help="retrying with the same id returns the first reply")
 
     command("status", cmd_status, "index generation, consistency, sources, pending writes")
-    command("rebuild", cmd_rebuild, "build a fresh index generation from the files")
-    command("stop", cmd_stop, "stop this home's daemon (it finishes the write in flight)")
+    command(
+        "rebuild",
+        cmd_rebuild,
+        "build a fresh index generation from the files (searches go on meanwhile)",
+    )
+    command(
+        "stop",
+        cmd_stop,
+        "stop this home's daemon and wait for it to exit (it finishes the write in flight)",
+    )
 
     p = command("history", cmd_history, "the supersede chain through an entry, oldest first")
-    p.add_argument("id")
+    p.add_argument("id", help="any entry of the chain")
 
     p = command("importance", cmd_importance, "say how much an entry matters (1-10)")
-    p.add_argument("id")
-    p.add_argument("importance", type=int)
+    p.add_argument("id", help="the entry's id")
+    p.add_argument("importance", type=int, help="1 (minor) to 10 (must not be missed)")
     p.add_argument("--note", help="why it matters")
 
     p = command(
@@ -472,21 +542,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--idle-exit",
         type=float,
-        help="exit after this many idle seconds (default: config idle_exit; 0 = never)",
+        help="exit after this many idle seconds (default: the idle_exit setting; 0 = never)",
     )
     p.add_argument("--foreground", action="store_true", help="also log to stderr")
 
-    p = sub.add_parser(
+    p = command(
         "web",
-        help="run the regulation Q&A web app (legal_web) on 127.0.0.1",
-        description="Serve the policy/regulation Q&A app: a page and a JSON API answering "
+        cmd_web,
+        "run the regulation Q&A web app (legal_web) on 127.0.0.1",
+        "Serve the policy/regulation Q&A app: a page and a JSON API answering "
         "questions from knowledge bases of regulation documents, with cited passages. Prints "
         "the URL; Ctrl-C stops it.",
     )
     p.add_argument("--port", type=int, default=8765, help="TCP port (0: any free port)")
     p.add_argument("--data", help="folder of knowledge bases (default: the bundled samples)")
     p.add_argument("--web-home", help="where its index lives (default: under ~/.cache/legal_web)")
-    p.set_defaults(func=cmd_web)
 
     command(
         "proxy",
@@ -496,60 +566,51 @@ def build_parser() -> argparse.ArgumentParser:
         "daemon, starting it if needed. This is what goes in your agent's MCP settings.",
     )
 
-    p = sub.add_parser(
+    p = command(
         "eval",
-        help="score retrieval on a benchmark folder (corpus.jsonl, queries.jsonl, qrels.tsv)",
-        description="Index BENCH_DIR/corpus.jsonl in a temporary home through the production "
+        cmd_eval,
+        "score retrieval on a benchmark folder (corpus.jsonl, queries.jsonl, qrels.tsv)",
+        "Index BENCH_DIR/corpus.jsonl in a temporary home through the production "
         "indexing path, run BENCH_DIR/queries.jsonl through the production search path, and "
         "print Recall@5, Recall@10, MRR@10, nDCG@10, query latency p50/p95 and index time. "
         "Embeddings are cached in $MEMORY_AGENT_CACHE (default <home>/cache), so a second run "
         "of the same corpus embeds nothing.",
     )
-    p.add_argument("bench_dir", metavar="BENCH_DIR")
-    p.add_argument("--embedder", choices=EMBEDDERS, help="embedding model (default: config)")
+    p.add_argument("bench_dir", metavar="BENCH_DIR", help="a folder in the bench format")
+    p.add_argument("--embedder", choices=EMBEDDERS, help="embedding model (default: the config)")
     p.add_argument("--cache", help="embedding cache directory (default: $MEMORY_AGENT_CACHE)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--run-out", metavar="FILE", help="write the ranking of every query as JSONL")
     p.add_argument("--max-queries", type=int, help="score only the first N queries")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    p.set_defaults(func=cmd_eval)
     return parser
 
 
-def _as_error(exc: Exception) -> tuple[str, str] | None:
-    """(code, message) for the errors a user should see as a message, None for bugs."""
-    from memory_agent.client import DaemonError, ToolCallError
-    from memory_agent.errors import MemoryAgentError
-
-    if isinstance(exc, MemoryAgentError):
-        return exc.code, str(exc)
-    if isinstance(exc, ToolCallError):
-        code, sep, text = str(exc).partition(": ")
-        return (code, text) if sep and code.isidentifier() else ("error", str(exc))
-    if isinstance(exc, DaemonError):
-        return "daemon", str(exc)
-    ragcore_errors = sys.modules.get("ragcore.errors")  # never imported just to catch
-    if ragcore_errors is not None and isinstance(exc, ragcore_errors.RagcoreError):
-        return "index", str(exc)
-    if isinstance(exc, ValueError):
-        return "invalid", str(exc)
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
+    from memory_agent.errors import describe, for_cli
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except KeyboardInterrupt:
+        print(f"\nmemory-agent {args.command}: interrupted", file=sys.stderr)
+        return 130
     except Exception as exc:
-        error = _as_error(exc)
-        if error is None:
-            raise
-        code, message = error
+        info = describe(exc, log_hint="the traceback above")
+        if info.code == "internal":
+            import traceback
+
+            traceback.print_exc()
+        message, fix = for_cli(info.message), for_cli(info.fix)
         if getattr(args, "json", False):
-            print(json.dumps({"error": message, "code": code}, ensure_ascii=False))
-        print(f"memory-agent {args.command}: {message}", file=sys.stderr)
-        return 2
+            out = {"code": info.code, "message": message, "fix": fix}
+            print(json.dumps({"error": out}, ensure_ascii=False))
+        print(
+            f"memory-agent {args.command}: {info.code}: {message}"
+            + (f"\n  fix: {fix}" if fix else ""),
+            file=sys.stderr,
+        )
+        return 1 if info.code == "internal" else 2
 
 
 if __name__ == "__main__":

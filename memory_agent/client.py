@@ -17,7 +17,7 @@ import http.client
 import itertools
 import json
 import os
-import re
+import signal
 import socket
 import subprocess
 import sys
@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from memory_agent import __version__
+from memory_agent.errors import DaemonError, ErrorInfo, Invalid, ToolCallError, from_wire
+from memory_agent.limits import MAX_MESSAGE_BYTES
 
 __all__ = ["DaemonClient", "DaemonError", "ToolCallError"]
 
@@ -33,14 +35,6 @@ PROTOCOL_VERSION = "2025-06-18"
 # Who is calling (the MCP client's name/version, or the CLI): recorded in query events.
 CALLER_HEADER = "X-Memory-Agent-Caller"
 START_TIMEOUT = float(os.environ.get("MEMORY_AGENT_START_TIMEOUT", "60"))
-
-
-class DaemonError(RuntimeError):
-    """The daemon could not be reached or started; the message says where to look."""
-
-
-class ToolCallError(RuntimeError):
-    """A tool answered with is_error: the message is for the user (or the model)."""
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -88,9 +82,33 @@ class DaemonClient:
         """The daemon's health, or None if nothing answers."""
         try:
             status, _, data = self.request("GET", "/health", timeout=timeout)
-        except (OSError, http.client.HTTPException):
+            return json.loads(data) if status == 200 else None
+        except (OSError, http.client.HTTPException, ValueError):
             return None
-        return json.loads(data) if status == 200 else None
+
+    def pid(self) -> int | None:
+        """The pid the daemon wrote at start, if that process is alive."""
+        try:
+            pid = int((self.run_dir / "daemon.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if _alive(pid) else None
+
+    def log_tail(self, lines: int = 15) -> str:
+        log = self.run_dir / "daemon.log"
+        if not log.is_file():
+            return ""
+        with open(log, "rb") as fh:
+            fh.seek(max(0, log.stat().st_size - 64_000))
+            text = fh.read().decode("utf-8", "replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def last_error(self) -> str | None:
+        """The last ERROR line of the daemon log, without its time stamp."""
+        for line in reversed(self.log_tail(200).splitlines()):
+            if " ERROR " in line:
+                return line.split(" ERROR ", 1)[1].strip()
+        return None
 
     # -- lifecycle --------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -114,13 +132,13 @@ class DaemonClient:
                 self.stop(wait=True)  # another version: ask it to go, then start ours
                 health = None
             if health is None:
-                self._spawn()
-                health = self._wait_healthy()
+                proc = self._spawn()
+                health = self._wait_healthy(proc)
         return health
 
-    def _spawn(self) -> None:
+    def _spawn(self) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "memory_agent", "daemon", "--home", str(self.home)]
-        subprocess.Popen(
+        return subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -130,35 +148,51 @@ class DaemonClient:
             cwd=str(self.home),
         )
 
-    def _wait_healthy(self) -> dict[str, Any]:
+    def _wait_healthy(self, proc: subprocess.Popen | None = None) -> dict[str, Any]:
+        """Poll the health route, backing off from 50 ms to 1 s; fail at once, with the
+        daemon's own last error, if the process we started exits."""
         deadline = time.monotonic() + START_TIMEOUT
+        delay = 0.05
         while time.monotonic() < deadline:
             health = self.health(timeout=1.0)
             if health is not None:
                 return health
-            time.sleep(0.05)
-        tail = ""
-        log = self.run_dir / "daemon.log"
-        if log.is_file():
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+            if proc is not None and proc.poll() is not None:
+                reason = self.last_error() or f"it exited with status {proc.returncode}"
+                raise DaemonError(
+                    f"the memory daemon could not start: {reason}",
+                    f"see {self.run_dir / 'daemon.log'}",
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
         raise DaemonError(
-            f"the memory daemon did not start within {START_TIMEOUT:.0f} s; see {log}:\n{tail}"
+            f"the memory daemon did not answer within {START_TIMEOUT:.0f} s "
+            f"(last error: {self.last_error() or 'none logged'})",
+            f"see {self.run_dir / 'daemon.log'}; `memory-agent stop` and retry",
         )
 
-    def stop(self, wait: bool = True, timeout: float = 30.0) -> bool:
-        """Ask the daemon to finish its work and exit. True if one was running."""
+    def stop(self, wait: bool = True, timeout: float = 30.0) -> tuple[bool, int | None]:
+        """Ask the daemon to finish its work and exit; with `wait`, until its process is gone
+        (at most `timeout` s). Returns (whether one was running, its pid)."""
+        pid = self.pid()
         try:
-            self.request("POST", "/admin/stop", timeout=5.0)
-        except (OSError, http.client.HTTPException):
-            return False
-        if wait:
+            _, _, data = self.request("POST", "/admin/stop", timeout=5.0)
+            pid = json.loads(data).get("pid", pid)
+        except (OSError, http.client.HTTPException, ValueError):
+            if pid is None:
+                return False, None
+            # A process holds the pid file but does not answer: ask it with a signal.
+            os.kill(pid, signal.SIGTERM)
+        if wait and pid is not None:
             deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and self.health(timeout=0.5) is not None:
+            while time.monotonic() < deadline and _alive(pid):
                 time.sleep(0.05)
-            pid_file = self.run_dir / "daemon.pid"
-            while time.monotonic() < deadline and pid_file.exists():
-                time.sleep(0.05)
-        return True
+            if _alive(pid):
+                raise DaemonError(
+                    f"the daemon (pid {pid}) did not exit within {timeout:.0f} s",
+                    f"it may be finishing a long write; wait, or `kill {pid}`",
+                )
+        return True, pid
 
     # -- MCP over HTTP --------------------------------------------------------------------
     def post_mcp(
@@ -180,42 +214,90 @@ class DaemonClient:
         return status, data
 
     def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Call one tool (starting the daemon if needed); its structured result."""
-        self.ensure()
+        """Call one tool (starting the daemon if needed); its structured result. Refusals
+        raise `ToolCallError` with the daemon's code, message and fix."""
         message = {
             "jsonrpc": "2.0",
             "id": next(self._ids),
             "method": "tools/call",
             "params": {"name": name, "arguments": arguments},
         }
-        status, data = self.post_mcp(
-            json.dumps(message).encode(), PROTOCOL_VERSION, caller=f"memory-agent-cli/{__version__}"
-        )
-        if status != 200:
-            raise DaemonError(f"the daemon answered HTTP {status}: {data[:500]!r}")
-        reply = json.loads(data)
+        payload = json.dumps(message).encode()
+        if len(payload) > MAX_MESSAGE_BYTES:
+            raise too_large(len(payload))
+        self.ensure()
+        try:
+            status, data = self.post_mcp(
+                payload, PROTOCOL_VERSION, caller=f"memory-agent-cli/{__version__}"
+            )
+        except (OSError, http.client.HTTPException) as exc:
+            raise DaemonError(
+                f"the daemon stopped answering during {name} ({exc})",
+                "check with `memory-agent status`; a write may or may not have happened "
+                "(retry it with the same --request-id to be safe)",
+            ) from exc
+        if status == 413:
+            raise too_large(len(payload))
+        try:
+            reply = json.loads(data)
+        except ValueError:
+            raise DaemonError(
+                f"the daemon answered HTTP {status} without JSON: {data[:200]!r}",
+                f"see {self.run_dir / 'daemon.log'}",
+            ) from None
         if "error" in reply:
             raise DaemonError(f"protocol error from the daemon: {reply['error']}")
         result = reply["result"]
         if result.get("isError"):
-            text = " ".join(c.get("text", "") for c in result.get("content", []))
-            raise ToolCallError(re.sub(r"^Error executing tool \w+: ", "", text))
+            info = from_wire(result.get("structuredContent"))
+            if info is None:
+                text = " ".join(c.get("text", "") for c in result.get("content", []))
+                info = ErrorInfo("internal", text)
+            raise ToolCallError(info.code, info.message, info.fix)
         if result.get("structuredContent") is not None:
             return result["structuredContent"]
         return json.loads(result["content"][0]["text"])
 
     def admin(self, action: str) -> dict[str, Any]:
         self.ensure()
-        status, _, data = self.request("POST", f"/admin/{action}")
+        try:
+            status, _, data = self.request("POST", f"/admin/{action}")
+        except (OSError, http.client.HTTPException) as exc:
+            raise DaemonError(
+                f"the daemon stopped answering during {action.split('?')[0]} ({exc})",
+                f"see {self.run_dir / 'daemon.log'}",
+            ) from exc
         try:
             reply = json.loads(data)
         except ValueError:
-            reply = {
-                "error": f"the daemon answered HTTP {status}: {data[:300]!r}; see "
-                f"{self.run_dir / 'daemon.log'}"
-            }
+            raise DaemonError(
+                f"the daemon answered HTTP {status} without JSON: {data[:200]!r}",
+                f"see {self.run_dir / 'daemon.log'}",
+            ) from None
         if status != 200:
-            code = reply.get("code")
-            message = reply.get("error", f"HTTP {status}")
-            raise ToolCallError(f"{code}: {message}" if code else message)
+            info = from_wire(reply) or ErrorInfo("internal", f"HTTP {status}: {reply}")
+            raise ToolCallError(info.code, info.message, info.fix)
         return reply
+
+
+def too_large(size: int) -> Invalid:
+    return Invalid(
+        f"the request is {size:,} bytes; the memory accepts at most {MAX_MESSAGE_BYTES:,} "
+        "bytes per message",
+        "shorten it: a body holds at most 100,000 characters, a query 2,000",
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (a child that exited but was not reaped) is not alive.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True

@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SETTINGS", "Config", "Setting", "load"]
+from memory_agent.clock import parse_time
+from memory_agent.errors import ConfigError
+
+__all__ = ["SETTINGS", "Config", "Setting", "load", "write_setting"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,21 @@ SETTINGS: tuple[Setting, ...] = (
         "starts it again.",
     ),
     Setting(
+        "clock",
+        "MEMORY_AGENT_CLOCK",
+        "",
+        "A fixed time (ISO 8601, e.g. 2026-11-30T09:00:00Z) the memory takes as now: entry "
+        "dates, usage events, recency, dormancy, gc. Empty: the system clock. For tests and "
+        "experiments.",
+    ),
+    Setting(
+        "request_ttl",
+        "MEMORY_AGENT_REQUEST_TTL",
+        86400,
+        "Seconds a write's reply is kept under its request_id for a retry to get back. After "
+        "that the id may be used again.",
+    ),
+    Setting(
         "qdrant_url",
         "MEMORY_AGENT_QDRANT_URL",
         "",
@@ -103,8 +121,16 @@ def _coerce(setting: Setting, value: Any) -> Any:
         try:
             return int(value)
         except ValueError as exc:
-            raise ValueError(
-                f"{setting.env}={value!r}: {setting.name} must be a whole number"
+            raise ConfigError(
+                f"{setting.env}={value!r}: {setting.name} must be a whole number",
+                f"set {setting.env} (or {setting.name} in config.toml) to a number",
+            ) from exc
+    if setting.name == "clock" and value:
+        try:
+            parse_time(str(value))
+        except ValueError as exc:
+            raise ConfigError(
+                f"{setting.env}={value!r}: {exc}", "unset it to use the system clock"
             ) from exc
     return value
 
@@ -120,7 +146,9 @@ def load(overrides: dict[str, Any] | None = None) -> Config:
         try:
             file_values = tomllib.loads(config_file.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{config_file}: not valid TOML ({exc}); fix or delete it") from exc
+            raise ConfigError(
+                f"{config_file}: not valid TOML ({exc})", f"fix or delete {config_file}"
+            ) from exc
     for s in SETTINGS:
         if s.name in overrides:
             raw = overrides[s.name]
@@ -133,3 +161,27 @@ def load(overrides: dict[str, Any] | None = None) -> Config:
         values[s.name] = _coerce(s, raw)
     values["home"] = home
     return Config(values)
+
+
+def write_setting(home: Path, name: str, value: str) -> bool:
+    """Set `name = "value"` in `<home>/config.toml`, keeping every other line. True if the file
+    changed."""
+    if name not in {s.name for s in SETTINGS}:
+        raise ConfigError(f"unknown setting {name!r}", "see the settings table in the README")
+    path = Path(home) / "config.toml"
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    new = f'{name} = "{value}"'
+    out, found = [], False
+    for line in lines:
+        if line.split("=", 1)[0].strip() == name:
+            if not found:
+                out.append(new)
+            found = True
+        else:
+            out.append(line)
+    if not found:
+        out.append(new)
+    if out == lines:
+        return False
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return True

@@ -4,7 +4,9 @@
       "include": ["docs/**", "*.md"], "exclude": ["docs/archive/**"]}]
 
 Ids are `<label>/<relative path>`, so two repositories' README.md stay apart. Only `.md` files;
-`.git`, `node_modules`, `outputs`, build and cache folders are never read. A corpus whose root
+hidden folders, `.git`, `node_modules`, `outputs`, build and cache folders are never read. One
+rule (`ragcore.PathRule`, gitignore semantics) decides both what a scan reads and which ids
+`memory_get` serves. A corpus whose root
 is missing or unreadable is reported as unavailable and its indexed entries are kept (never
 silently dropped); entries of a corpus can never be superseded or archived.
 """
@@ -15,19 +17,16 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragcore import Document, included, load_markdown, scan_markdown
+from memory_agent.errors import CorpusError
+from ragcore import Document, PathRule, load_markdown
 
 __all__ = ["Corpus", "CorpusError", "corpus_files", "load_corpora", "load_corpus_document"]
 
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-RESERVED_LABELS = {"kb"}
-
-
-class CorpusError(ValueError):
-    """repos.json is malformed; the message names the entry and the fix."""
+RESERVED_LABELS = {"kb", "episodes"}
 
 
 @dataclass(frozen=True)
@@ -36,10 +35,18 @@ class Corpus:
     path: Path
     include: tuple[str, ...] = ("*.md",)
     exclude: tuple[str, ...] = ()
+    rule: PathRule = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rule", PathRule(self.include, self.exclude))
 
     def contains(self, rel: str) -> bool:
         """True for a path the corpus serves: what a scan of it would read, nothing else."""
-        return included(rel, include=self.include, exclude=self.exclude)
+        return self.rule.matches(rel)
+
+    def resolve(self, rel: str) -> Path | None:
+        """The file of `rel` if a scan of the corpus would read it (regular, inside the root)."""
+        return self.rule.resolve(self.path, rel)
 
     @property
     def available(self) -> bool:
@@ -81,7 +88,7 @@ def load_corpora(repos_file: Path) -> list[Corpus]:
 
 def corpus_files(corpus: Corpus) -> Iterator[tuple[str, Path]]:
     """(relative path, absolute path) of every Markdown file the corpus serves."""
-    return scan_markdown(corpus.path, include=corpus.include, exclude=corpus.exclude)
+    return corpus.rule.scan(corpus.path)
 
 
 def load_corpus_document(corpus: Corpus, rel: str, full: Path) -> Document:

@@ -29,20 +29,42 @@ from typing import Any
 
 from memory_agent import __version__
 from memory_agent import config as config_mod
+from memory_agent.errors import AlreadyRunning, DaemonError
 
 __all__ = ["AlreadyRunning", "run_daemon"]
 
 log = logging.getLogger("memory_agent.daemon")
 
 
-class AlreadyRunning(RuntimeError):
-    pass
+class RepeatFilter(logging.Filter):
+    """Log a message repeated back to back once, then how often it came again: a client that
+    polls a failing route writes one line, not a megabyte a minute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last: tuple[str, int, str] | None = None
+        self._repeats = 0
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.levelno, record.getMessage())
+        with self._lock:
+            if key == self._last:
+                self._repeats += 1
+                return False
+            repeats, self._last, self._repeats = self._repeats, key, 0
+        if repeats:
+            record.msg = f"(the previous message was repeated {repeats} more times) {record.msg}"
+        return True
 
 
 def _setup_logging(run_dir: Path, foreground: bool) -> None:
     handlers: list[logging.Handler] = [logging.FileHandler(run_dir / "daemon.log")]
     if foreground:
         handlers.append(logging.StreamHandler(sys.stderr))
+    repeat = RepeatFilter()
+    for handler in handlers:
+        handler.addFilter(repeat)
     logging.basicConfig(
         level=logging.INFO,
         handlers=handlers,
@@ -65,21 +87,31 @@ def _take_daemon_lock(run_dir: Path):
             else "?"
         )
         raise AlreadyRunning(
-            f"a memory daemon is already running for this home (pid {pid}); "
-            "stop it with `memory-agent stop`"
+            f"a memory daemon is already running for this home (pid {pid})"
         ) from None
     return fh
 
 
 def _bind_socket(path: Path) -> socket.socket:
-    if path.exists() or path.is_symlink():
-        path.unlink()  # stale: we hold the daemon lock, so nobody else is serving on it
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o177)  # the socket is born 0600: no window where others could connect
     try:
-        sock.bind(str(path))
-    finally:
-        os.umask(old)
+        if path.is_symlink() or path.is_socket():
+            path.unlink()  # stale: we hold the daemon lock, so nobody else is serving on it
+        elif path.exists():
+            raise DaemonError(
+                f"cannot serve on {path}: something that is not a socket is in the way",
+                f"move {path} away (memory-agent only ever creates a socket there)",
+            )
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)  # the socket is born 0600: no window where others could connect
+        try:
+            sock.bind(str(path))
+        finally:
+            os.umask(old)
+    except OSError as exc:
+        raise DaemonError(
+            f"cannot bind the socket {path}: {exc.strerror}",
+            f"check that {path.parent} is a writable folder and the path is not too long",
+        ) from exc
     os.chmod(path, 0o600)
     sock.listen(128)
     return sock
@@ -92,15 +124,18 @@ def build_app(service: Any, server_holder: dict[str, Any]):
     from starlette.requests import Request
     from starlette.responses import JSONResponse
 
-    from memory_agent.errors import MemoryAgentError
+    from memory_agent.errors import describe
     from memory_agent.tools import build_server
-    from ragcore import RagcoreError
 
     mcp = build_server(service)
 
     @mcp.custom_route("/health", methods=["GET"])
     async def health(request: Request) -> JSONResponse:
-        return JSONResponse(service.health())
+        try:
+            return JSONResponse(service.health())
+        except Exception as exc:  # health must answer, whatever else is broken
+            log.exception("health failed")
+            return JSONResponse({"status": "error", "pid": os.getpid(), "error": str(exc)})
 
     @mcp.custom_route("/admin/stop", methods=["POST"])
     async def stop(request: Request) -> JSONResponse:
@@ -113,14 +148,11 @@ def build_app(service: Any, server_holder: dict[str, Any]):
     async def admin(fn) -> JSONResponse:
         try:
             reply = await anyio.to_thread.run_sync(fn)
-        except (MemoryAgentError, RagcoreError) as exc:
-            code = getattr(exc, "code", "index")
-            return JSONResponse({"error": str(exc), "code": code}, status_code=500)
-        except Exception as exc:  # a git, config or disk error: say what it was, in JSON
-            log.exception("admin call failed")
-            return JSONResponse(
-                {"error": f"{type(exc).__name__}: {exc}", "code": "error"}, status_code=500
-            )
+        except Exception as exc:  # the same error shape as the tools: {"error": {...}}
+            info = describe(exc)
+            if info.code == "internal":
+                log.exception("admin call failed")
+            return JSONResponse({"error": info.as_json()}, status_code=500)
         return JSONResponse(reply)
 
     @mcp.custom_route("/admin/rebuild", methods=["POST"])
@@ -193,6 +225,7 @@ def run_daemon(
     from memory_agent.memory import Memory
     from memory_agent.service import Service
 
+    os.umask(0o077)  # everything the daemon creates (index, cache, events, log) is owner-only
     cfg = config_mod.load({"home": home})
     memory = Memory(cfg, resident=True)
     memory.require_home()
@@ -210,7 +243,11 @@ def run_daemon(
     service = Service(memory)
     holder: dict[str, Any] = {}
     try:
-        sock = _bind_socket(sock_path)
+        try:
+            sock = _bind_socket(sock_path)
+        except DaemonError as exc:
+            log.error("%s; fix: %s", exc.message, exc.fix)
+            raise
         pid_file.write_text(f"{os.getpid()}\n")
         app = build_app(service, holder)
         server = _server_class()(

@@ -1,32 +1,81 @@
-"""Errors the memory tools report. Each carries a `code` (stable, for clients) and a message
-that says what to do next.
+"""Every error memory-agent reports: one tree, each with a stable `code`, a message that says
+what went wrong, and a `fix` that says what to do next. One mapper (`describe`) turns any
+exception into that shape for the MCP tools, the daemon's admin routes and the CLI alike.
 
-    MemoryAgentError
-    ├── NotFound        no entry with that id
-    ├── ReadOnly        the entry belongs to a read-only corpus
-    ├── Conflict        the lifecycle forbids it (already superseded / archived)
-    ├── Invalid         the entry would not be valid (names every field problem)
-    └── NotReady        no home or no index yet (names `memory-agent init` / `rebuild`)
+    MemoryAgentError                   code
+    ├── NotFound                       not_found     no entry with that id
+    ├── ReadOnly                       read_only     the entry belongs to a read-only corpus
+    ├── Conflict                       conflict      the lifecycle or the working tree forbids it
+    ├── Invalid                        invalid       bad input: names the field and the bound
+    ├── NotReady                       not_ready     no home yet, or the model is not loaded
+    ├── ConfigError                    config        config.toml or repos.json is malformed
+    │   └── CorpusError
+    ├── GitError                       git           a git command failed (see WriteFailed)
+    ├── WriteFailed                    write_failed  a write failed for an outside reason;
+    │                                                 `outcome` says "rolled back" or "finished"
+    ├── DaemonError                    daemon        the daemon could not be reached or started
+    │   └── AlreadyRunning
+    ├── ToolCallError                  (the code the daemon sent) an error reply, client side
+    └── Internal                       internal      a bug: the message names the log
+
+ragcore's own errors (`ragcore.RagcoreError`: `index`, `model`, `document`) carry a code and a
+fix too; `describe` reads them the same way. Anything else is a bug and is reported as
+`internal` - never as bad input.
+
+This module is standard library only: the proxy and the CLI import it.
 """
 
 from __future__ import annotations
 
-__all__ = ["Conflict", "Invalid", "MemoryAgentError", "NotFound", "NotReady", "ReadOnly"]
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "AlreadyRunning",
+    "ConfigError",
+    "Conflict",
+    "CorpusError",
+    "DaemonError",
+    "ErrorInfo",
+    "GitError",
+    "Internal",
+    "Invalid",
+    "MemoryAgentError",
+    "NotFound",
+    "NotReady",
+    "ReadOnly",
+    "ToolCallError",
+    "WriteFailed",
+    "describe",
+    "for_cli",
+]
 
 
 class MemoryAgentError(Exception):
+    """Base of every error memory-agent raises on purpose."""
+
     code = "error"
+    default_fix = ""
+
+    def __init__(self, message: str, fix: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix if fix is not None else self.default_fix
 
     def as_json(self) -> dict[str, str]:
-        return {"error": str(self), "code": self.code}
+        return describe(self).as_json()
 
 
 class NotFound(MemoryAgentError):
     code = "not_found"
+    default_fix = "find ids with memory_search"
 
 
 class ReadOnly(MemoryAgentError):
     code = "read_only"
+    default_fix = "edit corpus files in their own repository; add a KB entry with memory_add"
 
 
 class Conflict(MemoryAgentError):
@@ -39,3 +88,114 @@ class Invalid(MemoryAgentError):
 
 class NotReady(MemoryAgentError):
     code = "not_ready"
+
+
+class ConfigError(MemoryAgentError):
+    code = "config"
+
+
+class CorpusError(ConfigError):
+    """repos.json is malformed; the message names the entry."""
+
+    default_fix = "fix repos.json (see repos.example.json)"
+
+
+class GitError(MemoryAgentError):
+    code = "git"
+
+
+class WriteFailed(MemoryAgentError):
+    """A write could not be completed for a reason outside the request (a read-only folder, a
+    stale `.git/index.lock`, a full disk). `outcome` is "rolled back" (nothing changed) or
+    "finished" (written and committed; only a later step, such as the index refresh, failed)."""
+
+    code = "write_failed"
+
+    def __init__(self, message: str, fix: str | None = None, *, outcome: str = "rolled back"):
+        super().__init__(message, fix)
+        self.outcome = outcome
+
+
+class DaemonError(MemoryAgentError):
+    code = "daemon"
+    default_fix = "see <home>/run/daemon.log; `memory-agent stop` and retry"
+
+
+class AlreadyRunning(DaemonError):
+    default_fix = "stop it with `memory-agent stop`"
+
+
+class ToolCallError(MemoryAgentError):
+    """An error reply from the daemon, on the client side: keeps the code it was sent."""
+
+    def __init__(self, code: str, message: str, fix: str = ""):
+        super().__init__(message, fix)
+        self.code = code
+
+
+class Internal(MemoryAgentError):
+    code = "internal"
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """The wire shape of an error: `{"code", "message", "fix"}`."""
+
+    code: str
+    message: str
+    fix: str = ""
+
+    def as_json(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message, "fix": self.fix}
+
+    @property
+    def text(self) -> str:
+        """One text for a person or a model: starts with the code; the fix on its own line."""
+        return f"{self.code}: {self.message}" + (f"\nfix: {self.fix}" if self.fix else "")
+
+
+def describe(exc: BaseException, *, log_hint: str = "the daemon log") -> ErrorInfo:
+    """The code, message and fix of any exception. Errors raised on purpose (ours, ragcore's)
+    keep theirs; anything else is a bug, reported as `internal` without its details."""
+    if isinstance(exc, MemoryAgentError):
+        return ErrorInfo(exc.code, exc.message, exc.fix or "")
+    ragcore_errors = sys.modules.get("ragcore.errors")  # never imported just to catch
+    if ragcore_errors is not None and isinstance(exc, ragcore_errors.RagcoreError):
+        return ErrorInfo(exc.code, exc.message, exc.fix)
+    return ErrorInfo(
+        "internal",
+        f"unexpected {type(exc).__name__}; this is a bug in memory-agent",
+        f"see {log_hint} for the traceback, and report it",
+    )
+
+
+# The CLI speaks of commands, not MCP tools.
+_CLI_NAMES = {
+    "memory_search": "`memory-agent search`",
+    "memory_get": "`memory-agent get`",
+    "memory_add": "`memory-agent add`",
+    "memory_supersede": "`memory-agent supersede`",
+    "memory_archive": "`memory-agent archive`",
+    "memory_index_status": "`memory-agent status`",
+    "memory_history": "`memory-agent history`",
+    "memory_set_importance": "`memory-agent importance`",
+    "confirm=true": "--confirm",
+    "force=true": "--force",
+    "request_id": "--request-id",
+}
+_CLI_RE = re.compile(r"`?\b(" + "|".join(re.escape(k) for k in _CLI_NAMES) + r")\b`?")
+
+
+def for_cli(text: str) -> str:
+    """`text` with MCP tool names and arguments replaced by the CLI's commands and flags."""
+    return _CLI_RE.sub(lambda m: _CLI_NAMES[m.group(1)], text)
+
+
+def from_wire(data: Any) -> ErrorInfo | None:
+    """An `ErrorInfo` from a structured error (`{"error": {"code", "message", "fix"}}`)."""
+    if not isinstance(data, dict) or not isinstance(data.get("error"), dict):
+        return None
+    err = data["error"]
+    if not isinstance(err.get("code"), str):
+        return None
+    return ErrorInfo(err["code"], str(err.get("message", "")), str(err.get("fix", "") or ""))

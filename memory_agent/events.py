@@ -30,7 +30,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,8 +154,9 @@ def fold(folder: Path) -> FoldReport:
 class EventLog:
     """This session's append-only file. Each event is one `write` of one line (O_APPEND)."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, clock: Callable[[], float] = time.time):
         self.folder = folder
+        self.clock = clock
         folder.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         self.path = folder / f"{stamp}-{os.getpid()}-{secrets.token_hex(3)}.jsonl"
@@ -163,7 +164,7 @@ class EventLog:
         self._lock = threading.Lock()
 
     def append(self, kind: str, **fields: Any) -> dict[str, Any]:
-        event = {"kind": kind, "ts": round(time.time(), 3), **fields}
+        event = {"kind": kind, "ts": round(self.clock(), 3), **fields}
         data = (json.dumps(event, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
             if self._fd is None:

@@ -1,53 +1,48 @@
 """The write gateway: the only way anything is written to the knowledge base.
 
-    dedup search -> validate -> intent -> atomic write -> git commit (exactly those files)
-    -> incremental index refresh -> reply {status, id, path, commit, generation}
+    request replay -> recover -> dedup search -> validate -> checks on disk -> intent
+    -> atomic write -> git commit (exactly those files) -> index refresh
+    -> reply {status, id, path, commit, generation}
 
 Nothing is deleted or rewritten in place: `supersede` writes a new entry and marks the old one
 (both in one commit); `archive` marks an entry archived with a reason (the file stays). Both
 return a preview and write nothing unless `confirm=True`.
 
-Crash safety: before touching a file, the gateway writes an *intent* (`run/pending/*.json`)
-holding the full text of every file it is about to write and the commit message. `recover()`,
-run before every write and by `status`, redoes any intent left by a killed process: it writes
-the files (idempotent), commits whatever is not committed yet, refreshes the index and files the
-reply under the request id. So a SIGKILL between write and commit, or between commit and
-refresh, loses nothing.
+Refused before anything is written:
+- a file to be changed that holds an uncommitted edit (`conflict`: commit or revert it first);
+- a path that is a symbolic link, or a folder that is one (`invalid`, naming the path);
+- a supersede that changes nothing (`invalid`);
+- a near-duplicate, unless `force=True` (recorded in the commit message);
+- a request id reused for another call (`conflict`, naming the first write).
 
-Idempotency: a reply is stored under its `request_id` (`run/requests/`); a retried call with
-the same id gets the first reply back instead of writing again.
-
-Design and failure cases: docs/adr/0004-write-intents-as-a-redo-log.md.
+The redo log and the request replies live in `memory_agent.intents`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import signal
-import uuid
 from pathlib import Path
 from typing import Any
 
-from memory_agent.errors import Conflict, Invalid, NotFound, ReadOnly
+from memory_agent import limits
+from memory_agent.clock import iso
+from memory_agent.errors import Conflict, Invalid, NotFound, ReadOnly, WriteFailed
 from memory_agent.gitrepo import KBRepo
+from memory_agent.intents import Intent, RedoLog, RequestLog, fingerprint
 from memory_agent.kb import (
     ENTRY_TYPES,
     Entry,
     ValidationError,
     entry_path,
-    iter_entry_files,
     make_id,
     read_entry,
     render_entry,
-    utc_now,
     validate,
 )
-from memory_agent.memory import KB_SOURCE, Memory, content_key
-from ragcore import Filter, atomic_write
+from memory_agent.memory import Memory, content_key
+from memory_agent.scanner import KB_SOURCE, entry_file, taken_names
+from ragcore import Filter
 
-__all__ = ["DEDUP_THRESHOLDS", "Gateway", "pending_intents"]
+__all__ = ["DEDUP_THRESHOLDS", "Gateway"]
 
 # Cosine similarity at or above which a new entry is a near-duplicate of an existing active
 # entry, per embedder. minilm: the middle of the gap between distinct/related entries (max
@@ -55,142 +50,138 @@ __all__ = ["DEDUP_THRESHOLDS", "Gateway", "pending_intents"]
 # bge-m3: the seed system's calibration on its own KB (distinct <= 0.792, re-adds >= 0.949);
 # not re-measured here (no BGE-M3 weights on the measuring machine).
 DEDUP_THRESHOLDS = {"minilm": 0.865, "bge-m3": 0.88}
-FAULT_ENV = "MEMORY_AGENT_FAULT"  # test hook: "after-write" or "after-commit" kills the process
-
-
-def _fault(point: str) -> None:
-    if os.environ.get(FAULT_ENV) == point:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _pending_dir(memory: Memory) -> Path:
-    return memory.run_dir / "pending"
-
-
-def pending_intents(memory: Memory) -> list[Path]:
-    folder = _pending_dir(memory)
-    return sorted(folder.glob("*.json")) if folder.is_dir() else []
 
 
 class Gateway:
     def __init__(self, memory: Memory):
         self.memory = memory
+        self.redo = RedoLog(memory.run_dir / "pending", memory.kb_dir)
+        self.requests = RequestLog(
+            memory.run_dir / "requests", memory.clock, float(memory.cfg.request_ttl)
+        )
 
     # -- plumbing -------------------------------------------------------------------------
     @property
     def repo(self) -> KBRepo:
         return KBRepo(self.memory.kb_dir)
 
-    def _request_file(self, request_id: str) -> Path:
-        digest = hashlib.sha256(request_id.encode("utf-8")).hexdigest()[:32]
-        return self.memory.run_dir / "requests" / f"{digest}.json"
-
-    def _replayed(self, request_id: str | None) -> dict[str, Any] | None:
-        if not request_id:
-            return None
-        path = self._request_file(request_id)
-        if path.is_file():
-            return json.loads(path.read_text(encoding="utf-8"))["reply"]
-        return None
-
-    def _remember(self, request_id: str | None, reply: dict[str, Any]) -> None:
-        if request_id:
-            path = self._request_file(request_id)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, json.dumps({"request_id": request_id, "reply": reply}))
+    def _begin(self, request_id: str | None, tool: str, args: dict[str, Any]):
+        """Start a write: replay a known request, finish what a killed process left (which
+        may be this very request), and scan for outside changes. Returns (replay, print)."""
+        if request_id is not None:
+            limits.check_text(
+                "request_id", request_id, limits.MAX_REQUEST_ID, required=True, one_line=True
+            )
+        print_ = fingerprint(tool, args)
+        replay = self.requests.replay(request_id, tool, print_)
+        if replay is None:
+            self.recover()
+            replay = self.requests.replay(request_id, tool, print_)
+        if replay is None:
+            self.memory.sync()
+        return replay, {"request_id": request_id, "tool": tool, "fingerprint": print_}
 
     def _apply(
-        self, files: dict[Path, str], message: str, request_id: str | None, reply: dict[str, Any]
+        self, files: dict[Path, str], message: str, request: dict[str, Any], reply: dict[str, Any]
     ) -> dict[str, Any]:
         """Intent, atomic writes, one commit of exactly these files, refresh, reply."""
-        intent = {
-            "files": {str(p.relative_to(self.memory.kb_dir)): text for p, text in files.items()},
-            "message": message,
-            "request_id": request_id,
-            "reply": reply,
-        }
-        intent_path = _pending_dir(self.memory) / f"{uuid.uuid4().hex}.json"
-        intent_path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(intent_path, json.dumps(intent, ensure_ascii=False))
-        for path, text in files.items():
-            atomic_write(path, text)
-        _fault("after-write")
-        commit = self.repo.commit_paths(list(files), message)
-        _fault("after-commit")
-        return self._finish(intent_path, intent, commit)
+        for path in files:
+            self._check_target(path)
+        intent = self.redo.begin(files, message, request, reply)
+        commit = self.redo.apply(intent)
+        return self._finish(intent, commit)
 
-    def _finish(self, intent_path: Path, intent: dict[str, Any], commit: str) -> dict[str, Any]:
-        self.memory.sync()
-        reply = dict(intent["reply"], commit=commit, generation=self.memory.index.generation)
-        self._remember(intent["request_id"], reply)
-        intent_path.unlink(missing_ok=True)
+    def _finish(self, intent: Intent, commit: str) -> dict[str, Any]:
+        reply = dict(intent.reply, commit=commit)
+        try:
+            self.memory.sync()
+        except Exception as exc:
+            from memory_agent.errors import describe
+
+            info = describe(exc)
+            reply["generation"] = None
+            self._remember(intent.request, reply)
+            self.redo.done(intent)
+            raise WriteFailed(
+                f"the write is finished (commit {commit[:12]}), but the index could not be "
+                f"refreshed: {info.message}",
+                info.fix or "run `memory-agent rebuild`; searches find the entry after that",
+                outcome="finished",
+            ) from exc
+        reply["generation"] = self.memory.index.generation
+        self._remember(intent.request, reply)
+        self.redo.done(intent)
         return reply
+
+    def _remember(self, request: dict[str, Any], reply: dict[str, Any]) -> None:
+        self.requests.remember(
+            request.get("request_id"), request.get("tool", ""), request.get("fingerprint", ""),
+            reply,
+        )  # fmt: skip
 
     def recover(self) -> list[dict[str, Any]]:
         """Finish every write a killed process left half done. Call with the home lock held."""
         done = []
-        for intent_path in pending_intents(self.memory):
-            try:
-                intent = json.loads(intent_path.read_text(encoding="utf-8"))
-            except ValueError:  # the intent itself was torn: nothing was written after it
-                intent_path.unlink()
+        for path in self.redo.pending():
+            intent = self.redo.load(path)
+            if intent is None:  # the intent itself was torn: nothing was written after it
+                path.unlink(missing_ok=True)
                 continue
-            repo = self.repo
-            paths, uncommitted = [], []
-            for rel, text in intent["files"].items():
-                path = self.memory.kb_dir / rel
-                paths.append(path)
-                if repo.committed_text(path) == text:
-                    continue  # committed before the crash; a later edit on disk is the user's
-                current = path.read_text(encoding="utf-8") if path.exists() else None
-                if current != text:
-                    atomic_write(path, text)
-                uncommitted.append(path)
-            if uncommitted:
-                commit = repo.commit_paths(uncommitted, intent["message"] + " (recovered)")
-            else:
-                commit = repo.last_commit_touching(paths[0]) or repo.head() or ""
-            done.append(self._finish(intent_path, intent, commit))
-        for tmp in self.memory.kb_dir.glob("*/.*.tmp"):
-            tmp.unlink(missing_ok=True)  # an atomic write that never reached its rename
+            commit = self.redo.redo(intent)
+            done.append(self._finish(intent, commit))
         return done
 
-    def _begin(self, request_id: str | None) -> dict[str, Any] | None:
-        """Start a write: replay a known request, finish what a killed process left (which may
-        be this very request), and scan for outside changes."""
-        replay = self._replayed(request_id)
-        if replay is None:
-            self.recover()
-            replay = self._replayed(request_id)
-        if replay is None:
-            self.memory.sync()
-        return replay
+    # -- checks on disk -----------------------------------------------------------------------
+    def _check_target(self, path: Path) -> None:
+        """A file the gateway writes must be `kb/<type>/<name>.md` in a real folder inside the
+        KB, and either absent or a regular file (never a link)."""
+        kb = self.memory.kb_dir
+        folder = path.parent
+        for p in (folder, path):
+            if p.is_symlink():
+                raise Invalid(
+                    f"{p} is a symbolic link; memory-agent never writes through links in kb/",
+                    f"replace {p} with the real {'folder' if p == folder else 'file'}",
+                )
+        if folder.exists() and not folder.is_dir():
+            raise Invalid(f"{folder} is not a folder", f"move {folder} out of the way")
+        if path.exists() and not path.is_file():
+            raise Invalid(f"{path} is not a regular file", f"move {path} out of the way")
+        if not path.resolve().is_relative_to(kb.resolve()):
+            raise Invalid(f"{path} is outside the knowledge base {kb}")
+
+    def _check_committed(self, path: Path) -> None:
+        """Refuse to change a file that holds someone's uncommitted work."""
+        state = self.repo.state(path)
+        if state is not None:
+            rel = path.relative_to(self.memory.kb_dir)
+            raise Conflict(
+                f"kb/{rel} has uncommitted changes ({state}); memory-agent never commits or "
+                "overwrites work that is not in git",
+                f"commit it (git -C {self.memory.kb_dir} commit -- {rel}) or revert it "
+                f"(git -C {self.memory.kb_dir} checkout -- {rel}), then retry",
+            )
 
     # -- lookups ----------------------------------------------------------------------------
-    def _existing_ids(self) -> set[str]:
-        return {p.stem for p in iter_entry_files(self.memory.kb_dir)}
-
-    def _load_writable(self, entry_id: str) -> tuple[Path, Entry]:
+    def _load_writable(self, entry_id: Any) -> tuple[Path, Entry]:
         if not isinstance(entry_id, str) or not entry_id:
-            raise Invalid("id: missing; pass the id of an entry (memory_search shows ids)")
+            raise Invalid("id: missing", "pass the id of an entry (memory_search shows ids)")
+        limits.check_text("id", entry_id, limits.MAX_ID, one_line=True)
         if "/" in entry_id:
             label = entry_id.split("/", 1)[0]
             if any(c.label == label for c in self.memory.corpora()):
                 raise ReadOnly(
-                    f"{entry_id} belongs to the read-only corpus {label!r}; corpus "
-                    "files are edited in their own repository, not through memory"
+                    f"{entry_id} belongs to the read-only corpus {label!r}; corpus files are "
+                    "edited in their own repository, not through memory"
                 )
-        path = self.memory.find_path(entry_id) if "/" not in entry_id else None
+        path = entry_file(self.memory.kb_dir, entry_id) if "/" not in entry_id else None
         if path is None:
-            raise NotFound(
-                f"no entry with id {entry_id!r}: find ids with memory_search "
-                "(or `memory-agent search`)"
-            )
+            raise NotFound(f"no entry with id {entry_id!r}")
         try:
             return path, read_entry(path)
         except ValidationError as exc:
             raise Invalid(
-                f"{entry_id}: the file on disk is invalid ({exc}); fix it by hand first"
+                f"{entry_id}: the file on disk is invalid ({exc})", f"fix {path} by hand first"
             ) from exc
 
     def _duplicate(self, title: str, body: str, exclude: set[str]) -> dict[str, Any] | None:
@@ -235,31 +226,44 @@ class Gateway:
         if isinstance(tags, str):
             tags = [tags]
         if not isinstance(tags, list):
-            raise Invalid("tags: must be a list of words, like [git, testing]")
-        return list(dict.fromkeys(str(t).strip() for t in tags if str(t).strip()))
+            raise Invalid("tags: must be a list of words", "pass tags like [git, testing]")
+        cleaned = list(dict.fromkeys(str(t).strip() for t in tags if str(t).strip()))
+        if len(cleaned) > limits.MAX_TAGS:
+            raise Invalid(
+                f"tags: {len(cleaned)} tags is over the limit of {limits.MAX_TAGS}",
+                "keep the few that someone would filter by",
+            )
+        return cleaned
 
     def _new_entry(
-        self, title: str, body: str, entry_type: str, tags: list[str], taken: set[str], **extra: Any
+        self, title: Any, body: Any, entry_type: Any, tags: list[str], **extra: Any
     ) -> Entry:
         if not isinstance(title, str) or not title.strip():
-            raise Invalid("title: missing; give the entry a one-line title")
+            raise Invalid("title: missing", "give the entry a one-line title")
+        if not isinstance(body, str):
+            raise Invalid("body: must be text", "pass the entry's text as a string")
+        limits.check_text("title", title.strip(), limits.MAX_TITLE, one_line=True)
+        limits.check_text("body", body, limits.MAX_BODY)
         if entry_type not in ENTRY_TYPES:
             raise Invalid(
-                f"type: {entry_type!r} is not a type; use one of {', '.join(ENTRY_TYPES)}"
+                f"type: {entry_type!r} is not a type", f"use one of {', '.join(ENTRY_TYPES)}"
             )
         entry = Entry(
-            id=make_id(title.strip(), taken),
+            id=make_id(title.strip(), taken_names(self.memory.kb_dir)),
             title=title.strip(),
             type=entry_type,
             status="active",
-            created=utc_now(),
-            body=(body or "").strip(),
+            created=iso(self.memory.clock()),
+            body=body.strip(),
             tags=tags,
             extra=extra,
         )
         problems = validate(entry.meta, entry.body)
         if problems:
-            raise Invalid("invalid entry, nothing written: " + "; ".join(problems))
+            raise Invalid(
+                "invalid entry, nothing written: " + "; ".join(problems),
+                "correct the fields named above and retry",
+            )
         return entry
 
     # -- the tools --------------------------------------------------------------------------
@@ -270,22 +274,36 @@ class Gateway:
         type: str = "note",
         tags: Any = None,
         request_id: str | None = None,
+        force: bool = False,
     ) -> dict[str, Any]:
         with self.memory.session():
-            replay = self._begin(request_id)
+            tags = self._clean_tags(tags)
+            args = {"title": title, "body": body, "type": type, "tags": tags, "force": force}
+            replay, request = self._begin(request_id, "memory_add", args)
             if replay is not None:
                 return replay
-            entry = self._new_entry(title, body, type, self._clean_tags(tags), self._existing_ids())
+            entry = self._new_entry(title, body, type, tags)
             duplicate = self._duplicate(entry.title, entry.body, exclude=set())
+            message = f"memory: add {entry.id}"
             if duplicate is not None:
-                reply = {"status": "duplicate", "id": duplicate["duplicate_of"], **duplicate}
-                self._remember(request_id, reply)
-                return reply
+                if not (force and duplicate["match"] == "near"):
+                    reply = {"status": "duplicate", "id": duplicate["duplicate_of"], **duplicate}
+                    if duplicate["match"] == "near":
+                        reply["next"] = (
+                            "read it with memory_get; supersede it if yours is better, or "
+                            "pass force=true if yours is a different thing"
+                        )
+                    self._remember(request, reply)
+                    return reply
+                message += (
+                    f"\n\nForced past the near-duplicate {duplicate['duplicate_of']} "
+                    f"(similarity {duplicate['score']})."
+                )
             path = entry_path(self.memory.kb_dir, entry.type, entry.id)
-            reply = {"status": "created", "id": entry.id, "path": str(path)}
-            return self._apply(
-                {path: render_entry(entry)}, f"memory: add {entry.id}", request_id, reply
-            )
+            reply: dict[str, Any] = {"status": "created", "id": entry.id, "path": str(path)}
+            if force and duplicate is not None:
+                reply["forced_past"] = duplicate["duplicate_of"]
+            return self._apply({path: render_entry(entry)}, message, request, reply)
 
     def supersede(
         self,
@@ -296,31 +314,51 @@ class Gateway:
         tags: Any = None,
         confirm: bool = False,
         request_id: str | None = None,
+        force: bool = False,
     ) -> dict[str, Any]:
         with self.memory.session():
-            replay = self._begin(request_id if confirm else None)
-            if replay is not None:
-                return replay
+            new_tags = self._clean_tags(tags) if tags is not None else None
+            args = {"old_id": old_id, "title": title, "body": body, "type": type,
+                    "tags": new_tags, "force": force}  # fmt: skip
+            if confirm:
+                replay, request = self._begin(request_id, "memory_supersede", args)
+                if replay is not None:
+                    return replay
+            else:
+                request = {}
+                self.memory.sync()
             old_path, old = self._load_writable(old_id)
             if old.status == "superseded":
                 raise Conflict(
-                    f"{old_id} is already superseded by "
-                    f"{old.extra.get('superseded_by')}; supersede that entry instead"
+                    f"{old_id} is already superseded by {old.extra.get('superseded_by')}",
+                    f"supersede {old.extra.get('superseded_by')} instead",
                 )
             if old.status == "archived":
                 raise Conflict(
-                    f"{old_id} is archived ({old.extra.get('archive_reason')}); "
-                    "add a new entry instead"
+                    f"{old_id} is archived ({old.extra.get('archive_reason')})",
+                    "add a new entry with memory_add instead",
                 )
-            new_tags = self._clean_tags(tags) if tags is not None else list(old.tags)
-            new = self._new_entry(
-                title, body, type or old.type, new_tags, self._existing_ids(), supersedes=[old.id]
-            )
-            now = new.created
+            new_type = type or old.type
+            new_tags = new_tags if new_tags is not None else list(old.tags)
+            if (
+                isinstance(title, str)
+                and isinstance(body, str)
+                and content_key(title, body) == content_key(old.title, old.body)
+                and new_type == old.type
+                and sorted(new_tags) == sorted(old.tags)
+            ):
+                raise Invalid(
+                    f"nothing changed: the new title, body, type and tags are those of {old_id}",
+                    "change what is wrong in the title or body, or leave the entry as it is",
+                )
+            new = self._new_entry(title, body, new_type, new_tags, supersedes=[old.id])
             old.status = "superseded"
-            old.extra.update(superseded_by=new.id, superseded_at=now)
+            old.extra.update(superseded_by=new.id, superseded_at=new.created)
             new_path = entry_path(self.memory.kb_dir, new.type, new.id)
             files = {new_path: render_entry(new), old_path: render_entry(old)}
+            for path in files:
+                self._check_target(path)
+            self._check_committed(old_path)
             if not confirm:
                 return {
                     "status": "preview",
@@ -330,43 +368,59 @@ class Gateway:
                     "next": "call again with confirm=true to write both files in one commit",
                 }
             duplicate = self._duplicate(new.title, new.body, exclude={old.id})
+            message = f"memory: supersede {old.id} with {new.id}"
             if duplicate is not None:
-                reply = {
-                    "status": "duplicate",
-                    "id": duplicate["duplicate_of"],
-                    "old_id": old.id,
-                    **duplicate,
-                }
-                self._remember(request_id, reply)
-                return reply
+                if not (force and duplicate["match"] == "near"):
+                    reply = {
+                        "status": "duplicate",
+                        "id": duplicate["duplicate_of"],
+                        "old_id": old.id,
+                        **duplicate,
+                    }
+                    self._remember(request, reply)
+                    return reply
+                message += (
+                    f"\n\nForced past the near-duplicate {duplicate['duplicate_of']} "
+                    f"(similarity {duplicate['score']})."
+                )
             reply = {"status": "superseded", "id": new.id, "old_id": old.id, "path": str(new_path)}
-            return self._apply(
-                files, f"memory: supersede {old.id} with {new.id}", request_id, reply
-            )
+            return self._apply(files, message, request, reply)
 
     def archive(
         self, entry_id: str, reason: str, confirm: bool = False, request_id: str | None = None
     ) -> dict[str, Any]:
         with self.memory.session():
-            replay = self._begin(request_id if confirm else None)
-            if replay is not None:
-                return replay
-            path, entry = self._load_writable(entry_id)
             if not isinstance(reason, str) or not reason.strip():
-                raise Invalid("reason: missing; say why the entry is retired")
+                raise Invalid("reason: missing", "say why the entry is retired")
+            limits.check_text("reason", reason, limits.MAX_REASON)
+            reason = " ".join(reason.split())
+            if confirm:
+                replay, request = self._begin(
+                    request_id, "memory_archive", {"id": entry_id, "reason": reason}
+                )
+                if replay is not None:
+                    return replay
+            else:
+                request = {}
+                self.memory.sync()
+            path, entry = self._load_writable(entry_id)
             if entry.status == "archived":
                 raise Conflict(
                     f"{entry_id} is already archived ({entry.extra.get('archived_at')}: "
-                    f"{entry.extra.get('archive_reason')})"
+                    f"{entry.extra.get('archive_reason')})",
+                    "nothing to do",
                 )
             if entry.status == "superseded":
                 raise Conflict(
                     f"{entry_id} is superseded by {entry.extra.get('superseded_by')} "
-                    "and already out of search; archive the successor if it is wrong"
+                    "and already out of search",
+                    f"archive {entry.extra.get('superseded_by')} if it is wrong",
                 )
             entry.status = "archived"
-            entry.extra.update(archived_at=utc_now(), archive_reason=" ".join(reason.split()))
+            entry.extra.update(archived_at=iso(self.memory.clock()), archive_reason=reason)
             text = render_entry(entry)
+            self._check_target(path)
+            self._check_committed(path)
             if not confirm:
                 return {
                     "status": "preview",
@@ -375,7 +429,7 @@ class Gateway:
                     "next": "call again with confirm=true to archive it (the file stays)",
                 }
             reply = {"status": "archived", "id": entry.id, "path": str(path)}
-            return self._apply({path: text}, f"memory: archive {entry.id}", request_id, reply)
+            return self._apply({path: text}, f"memory: archive {entry.id}", request, reply)
 
     def archive_many(self, ids: list[str], reason: str, confirm: bool = False) -> dict[str, Any]:
         """Archive several entries in ONE commit (used by gc). Preview unless `confirm`.
@@ -385,8 +439,10 @@ class Gateway:
             path, entry = self._load_writable(entry_id)
             if entry.status != "active":
                 continue
+            self._check_target(path)
+            self._check_committed(path)
             entry.status = "archived"
-            entry.extra.update(archived_at=utc_now(), archive_reason=reason)
+            entry.extra.update(archived_at=iso(self.memory.clock()), archive_reason=reason)
             files[path] = render_entry(entry)
         if not confirm or not files:
             return {
@@ -395,5 +451,6 @@ class Gateway:
                 "preview": {str(p): text for p, text in files.items()},
                 "next": "run again with confirm to archive them in one commit",
             }
+        self.recover()
         reply = {"status": "archived", "ids": [p.stem for p in files]}
-        return self._apply(files, f"memory: gc archives {len(files)} idle entries", None, reply)
+        return self._apply(files, f"memory: gc archives {len(files)} idle entries", {}, reply)

@@ -2,16 +2,22 @@
 
 Never `git add -A`: another session (or the user's editor) may have dirty files in the KB, and
 they must be neither committed nor changed by a memory write. `commit_paths` stages the named
-paths only and commits with `git commit -- <paths>`, which records those paths alone even if
-something else is staged.
+paths only and commits with `git commit --only -- <paths>`, which records those paths alone
+even if something else is staged. `state` tells a lifecycle write whether the file it is
+about to change holds someone's uncommitted edit.
+
+Plain `git` subprocesses (no library): every call is one short-lived process with its stderr
+captured, so a long-running daemon holds no git handles between writes.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-import git
+from memory_agent.errors import GitError
 
 __all__ = ["GitError", "KBRepo"]
 
@@ -19,68 +25,122 @@ AUTHOR_NAME = "memory-agent"
 AUTHOR_EMAIL = "memory-agent@localhost"
 
 
-class GitError(RuntimeError):
-    """A git operation failed; the message says which and why."""
+def _fix_for(stderr: str, repo: Path) -> str:
+    """What a person can do about a failed git command, from what git said."""
+    if "index.lock" in stderr:
+        return (
+            f"another git process is running in {repo}, or one died and left "
+            f"{repo / '.git' / 'index.lock'}: if no git command is running there, remove that file"
+        )
+    if "Permission denied" in stderr or "Read-only file system" in stderr:
+        return f"make {repo} (and its .git folder) writable by this user"
+    if "date" in stderr.lower():
+        return "check the GIT_AUTHOR_DATE / GIT_COMMITTER_DATE variables and the system clock"
+    return f"run the command by hand in {repo} to see the whole error"
 
 
 class KBRepo:
     def __init__(self, path: Path):
         self.path = Path(path)
-        try:
-            self.repo = git.Repo(self.path)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
-            raise GitError(f"{self.path} is not a git repository: run `memory-agent init`") from exc
+        if not (self.path / ".git").exists():
+            raise GitError(
+                f"{self.path} is not a git repository", "run `memory-agent init` to create it"
+            )
 
     @classmethod
     def init(cls, path: Path) -> tuple[KBRepo, bool]:
         """Open the repository at `path`, creating it if needed. Returns (repo, created)."""
         path.mkdir(parents=True, exist_ok=True)
-        try:
-            git.Repo(path, search_parent_directories=False)
+        if (path / ".git").exists():
             return cls(path), False
-        except git.InvalidGitRepositoryError:
-            git.Repo.init(path)
-            repo = cls(path)
-            # An empty first commit, so HEAD exists and every write has a parent.
-            repo.repo.git.commit(
-                "--allow-empty", "-m", "memory-agent: new knowledge base", env=repo._env()
-            )
-            return repo, True
+        _run(path, "init", "-q")
+        repo = cls(path)
+        # An empty first commit, so HEAD exists and every write has a parent.
+        repo.git("commit", "-q", "--allow-empty", "-m", "memory-agent: new knowledge base")
+        return repo, True
 
-    def _env(self) -> dict[str, str]:
-        # Commits work on machines with no git identity configured.
-        return {
-            "GIT_AUTHOR_NAME": AUTHOR_NAME, "GIT_AUTHOR_EMAIL": AUTHOR_EMAIL,
-            "GIT_COMMITTER_NAME": AUTHOR_NAME, "GIT_COMMITTER_EMAIL": AUTHOR_EMAIL,
-        }  # fmt: skip
+    def git(self, *args: str, check: bool = True) -> str:
+        return _run(self.path, *args, check=check)
+
+    def _rel(self, paths: Sequence[Path]) -> list[str]:
+        root = self.path.resolve()
+        return [str(Path(p).resolve().relative_to(root)) for p in paths]
 
     def commit_paths(self, paths: Sequence[Path], message: str) -> str:
         """Commit exactly `paths` (relative or absolute, inside the repo); return the hash."""
-        rel = [str(Path(p).resolve().relative_to(self.path.resolve())) for p in paths]
-        try:
-            self.repo.git.add("--", *rel)
-            self.repo.git.commit("-m", message, "--only", "--", *rel, env=self._env())
-        except git.GitCommandError as exc:
-            raise GitError(f"git commit of {', '.join(rel)} failed: {exc.stderr.strip()}") from exc
-        return self.repo.head.commit.hexsha
+        rel = self._rel(paths)
+        self.git("add", "--", *rel)
+        self.git("commit", "-q", "--no-verify", "-m", message, "--only", "--", *rel)
+        return self.head() or ""
+
+    def unstage(self, paths: Sequence[Path]) -> None:
+        """Put the index of `paths` back to HEAD (after a commit that failed)."""
+        self.git("reset", "-q", "--", *self._rel(paths), check=False)
+
+    def state(self, path: Path) -> str | None:
+        """None when the file is exactly as committed; else what is uncommitted about it:
+        "untracked", "modified", "staged" or "deleted"."""
+        out = self.git(
+            "status", "--porcelain=v1", "--untracked-files=all", "--", *self._rel([path])
+        )
+        line = out.splitlines()[0] if out.strip() else ""
+        if not line:
+            return None
+        index, worktree = line[0], line[1]
+        if line.startswith("??"):
+            return "untracked"
+        if "D" in (index, worktree):
+            return "deleted"
+        return "modified" if worktree != " " else "staged"
 
     def head(self) -> str | None:
-        try:
-            return self.repo.head.commit.hexsha
-        except ValueError:  # no commits yet
-            return None
+        out = self.git("rev-parse", "--verify", "-q", "HEAD", check=False).strip()
+        return out or None
 
     def committed_text(self, path: Path) -> str | None:
         """The file's text at HEAD, or None if HEAD does not have it."""
-        rel = str(Path(path).resolve().relative_to(self.path.resolve()))
         if self.head() is None:
             return None
-        try:
-            return self.repo.git.show(f"HEAD:{rel}", strip_newline_in_stdout=False)
-        except git.GitCommandError:
-            return None
+        rel = self._rel([path])[0]
+        proc = subprocess.run(
+            ["git", "-C", str(self.path), "show", f"HEAD:{rel}"],
+            capture_output=True,
+            env=_env(),
+        )
+        return proc.stdout.decode("utf-8") if proc.returncode == 0 else None
 
     def last_commit_touching(self, path: Path) -> str | None:
-        rel = str(Path(path).resolve().relative_to(self.path.resolve()))
-        out = self.repo.git.log("-1", "--format=%H", "--", rel) if self.head() else ""
+        if self.head() is None:
+            return None
+        out = self.git("log", "-1", "--format=%H", "--", self._rel([path])[0])
         return out.strip() or None
+
+    def log(self, *args: str) -> str:
+        return self.git("log", *args)
+
+
+def _env() -> dict[str, str]:
+    # Commits work on machines with no git identity configured; nothing asks for input.
+    return dict(
+        os.environ,
+        GIT_AUTHOR_NAME=AUTHOR_NAME, GIT_AUTHOR_EMAIL=AUTHOR_EMAIL,
+        GIT_COMMITTER_NAME=AUTHOR_NAME, GIT_COMMITTER_EMAIL=AUTHOR_EMAIL,
+        GIT_TERMINAL_PROMPT="0", LC_ALL="C",
+    )  # fmt: skip
+
+
+def _run(repo: Path, *args: str, check: bool = True) -> str:
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(repo), *args],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            stdin=subprocess.DEVNULL,
+        )
+    except OSError as exc:
+        raise GitError(f"could not run git ({exc.strerror})", "install git") from exc
+    if check and proc.returncode != 0:
+        stderr = " ".join(proc.stderr.split())[:500]
+        raise GitError(f"`git {args[0]}` failed in {repo}: {stderr}", _fix_for(stderr, repo))
+    return proc.stdout

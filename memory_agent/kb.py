@@ -22,13 +22,14 @@ from __future__ import annotations
 import datetime as dt
 import re
 import unicodedata
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from memory_agent.errors import Invalid
+from memory_agent.limits import MAX_BODY, MAX_TITLE
 from ragcore import Document, normalize_text
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "STATUSES",
     "Entry",
     "ValidationError",
+    "check_id",
     "entry_path",
     "make_id",
     "parse_entry",
@@ -53,20 +55,15 @@ OPTIONAL = ("tags", "source", "updated")
 KEY_ORDER = REQUIRED + ("tags",) + LIFECYCLE + ("source", "updated")
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,78}[a-z0-9]$")
 TAG_RE = re.compile(r"^[\w][\w.+-]{0,39}$")
-MAX_TITLE = 200
-MAX_BODY = 100_000
 
 
-class ValidationError(ValueError):
-    """An entry that must not be written. `problems` lists every field problem found."""
+class ValidationError(Invalid):
+    """An entry that must not be written (or a file that is not a valid entry). `problems`
+    lists every field problem found."""
 
     def __init__(self, problems: list[str]):
         self.problems = problems
-        super().__init__("invalid entry: " + "; ".join(problems))
-
-
-def utc_now() -> str:
-    return dt.datetime.now(dt.UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+        super().__init__("invalid entry: " + "; ".join(problems), "correct the fields named above")
 
 
 def _parse_time(value: Any) -> dt.datetime | None:
@@ -173,8 +170,11 @@ def validate(meta: dict[str, Any], body: str) -> list[str]:
     if title not in (None, ""):
         if not isinstance(title, str):
             problems.append("title: must be text")
-        elif "\n" in title or len(title) > MAX_TITLE:
-            problems.append(f"title: must be one line of at most {MAX_TITLE} characters")
+        elif len(title) > MAX_TITLE or any(ord(c) < 32 or ord(c) == 127 for c in title):
+            problems.append(
+                f"title: must be one line of at most {MAX_TITLE} characters, without "
+                "control characters"
+            )
     if meta.get("type") not in (None, "") and meta["type"] not in ENTRY_TYPES:
         problems.append(
             f"type: {meta['type']!r} is not a type; use one of {', '.join(ENTRY_TYPES)}"
@@ -305,15 +305,6 @@ def entry_path(kb_dir: Path, entry_type: str, entry_id: str) -> Path:
     problem = check_id(entry_id)
     if problem:
         raise ValidationError([problem])
-    path = (kb_dir / entry_type / f"{entry_id}.md").resolve()
-    if not path.is_relative_to(kb_dir.resolve()):
-        raise ValidationError([f"id: {entry_id!r} would leave the knowledge base"])
-    return path
-
-
-def iter_entry_files(kb_dir: Path) -> Iterator[Path]:
-    """Every `<type>/<id>.md` under the KB, sorted (other files are not entries)."""
-    for entry_type in ENTRY_TYPES:
-        folder = kb_dir / entry_type
-        if folder.is_dir():
-            yield from sorted(p for p in folder.glob("*.md") if p.is_file() and not p.is_symlink())
+    # The id is a slug (no '/', no '..'): the path stays inside the KB by construction. Links
+    # on the way are the gateway's to refuse, naming them.
+    return kb_dir / entry_type / f"{entry_id}.md"

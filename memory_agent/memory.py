@@ -17,22 +17,23 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
 
 from memory_agent import config as config_mod
-from memory_agent.corpora import Corpus, corpus_files, load_corpora, load_corpus_document
+from memory_agent import limits
+from memory_agent.clock import Clock
+from memory_agent.corpora import Corpus, load_corpora, load_corpus_document
 from memory_agent.errors import Invalid, NotFound, NotReady
 from memory_agent.events import EntryStats
-from memory_agent.gitrepo import KBRepo
-from memory_agent.kb import ValidationError, iter_entry_files, read_entry
+from memory_agent.home import DEMO_KB, Home
+from memory_agent.kb import ENTRY_TYPES, read_entry
 from memory_agent.ranking import Ranked, rerank
+from memory_agent.scanner import KB_SOURCE, Scanner, SourceStatus, entry_file, kb_files
 from ragcore import (
     CachedEmbedder,
     Document,
@@ -46,80 +47,66 @@ from ragcore import (
     search,
 )
 
-__all__ = ["Memory", "SourceStatus"]
+__all__ = ["DEMO_KB", "KB_SOURCE", "Memory", "SourceStatus"]
 
-DEMO_KB = Path(__file__).parent / "demo_kb"
-KB_SOURCE = "kb"
-
-
-@dataclass
-class SourceStatus:
-    label: str
-    entries: int
-    writable: bool
-    available: bool
-    path: str
-    problems: list[str] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        out = {
-            "label": self.label,
-            "entries": self.entries,
-            "writable": self.writable,
-            "available": self.available,
-            "path": self.path,
-        }
-        if self.problems:
-            out["problems"] = self.problems
-        return out
+FAULT_ENV = "MEMORY_AGENT_FAULT"  # test hook: "pause-rebuild" holds a rebuild before it embeds
 
 
-@dataclass
-class _Stat:
-    key: tuple[int, int]  # (mtime_ns, size)
-    doc: Document | None
-    error: str | None
+def _pause_point(name: str, run_dir: Path) -> None:
+    """Test hook: with MEMORY_AGENT_FAULT=<name>, wait (at most 60 s) until
+    `run/fault-continue` exists, so a test can act while this step is in progress."""
+    if os.environ.get(FAULT_ENV) != name:
+        return
+    (run_dir / f"fault-{name}").touch()
+    deadline = time.monotonic() + 60
+    while not (run_dir / "fault-continue").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 class Memory:
     def __init__(
-        self, cfg: config_mod.Config | None = None, *, resident: bool = False, embedder: Any = None
+        self,
+        cfg: config_mod.Config | None = None,
+        *,
+        resident: bool = False,
+        embedder: Any = None,
+        clock: Clock | None = None,
     ):
         self.cfg = cfg or config_mod.load()
-        self.home = self.cfg.home_dir
-        self.kb_dir = self.home / "kb"
-        self.run_dir = self.home / "run"
+        self.place = Home(self.cfg.home_dir)
+        self.home = self.place.root
+        self.kb_dir = self.place.kb_dir
+        self.run_dir = self.place.run_dir
         self.resident = resident
-        self._embedder = embedder
+        self._given_embedder = embedder  # a model handed in (tests, experiments) wins over config
+        self._embedder: CachedEmbedder | None = None
         self._index: Index | None = None
-        self._stats: dict[str, _Stat] = {}
+        self.scanner = Scanner(self.home, self.kb_dir, self.corpora)
         self.sources: dict[str, SourceStatus] = {}
         self.last_refresh: str | None = None
         self.lock = FileLock(str(self.run_dir / "home.lock")) if self.run_dir.is_dir() else None
         # Learned per-entry stats (the daemon folds them from events/) and the clock the
         # dynamics use; both are plain attributes so experiments can set them.
         self.stats: dict[str, EntryStats] = {}
-        self.clock = time.time
+        self.clock = clock or Clock.from_setting(self.cfg.clock)
         self.last_channels: dict[str, str] = {}
 
     # -- setup ------------------------------------------------------------------------------
     def require_home(self) -> None:
-        if not (self.kb_dir / ".git").exists():
-            raise NotReady(
-                f"no knowledge base at {self.kb_dir}: run `memory-agent init` "
-                f"(or set MEMORY_AGENT_HOME / --home to your home)"
-            )
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.place.require()
         if self.lock is None:
             self.lock = FileLock(str(self.run_dir / "home.lock"))
 
     @property
     def embedder(self) -> CachedEmbedder:
         if self._embedder is None:
-            inner = make_embedder(self.cfg.embedder, model_path=self.cfg.model_path or None)
-            self._embedder = CachedEmbedder(inner, EmbeddingCache(self.cfg.cache_dir))
-        elif not isinstance(self._embedder, CachedEmbedder):
-            self._embedder = CachedEmbedder(self._embedder, EmbeddingCache(self.cfg.cache_dir))
+            inner = self._given_embedder or make_embedder(
+                self.cfg.embedder, model_path=self.cfg.model_path or None
+            )
+            if isinstance(inner, CachedEmbedder):
+                self._embedder = inner
+            else:
+                self._embedder = CachedEmbedder(inner, EmbeddingCache(self.cfg.cache_dir))
         return self._embedder
 
     @property
@@ -134,10 +121,17 @@ class Memory:
             )
         return self._index
 
+    def current_generation(self) -> str | None:
+        """The generation CURRENT names, read from disk (touches no model or store)."""
+        try:
+            name = (self.cfg.index_dir / "CURRENT").read_text().strip()
+        except OSError:
+            return None
+        return name or None
+
     @property
     def repos_file(self) -> Path:
-        env = os.environ.get("MEMORY_AGENT_REPOS")
-        return Path(env) if env else self.home / "repos.json"
+        return self.place.repos_file
 
     def corpora(self) -> list[Corpus]:
         return load_corpora(self.repos_file)
@@ -160,97 +154,20 @@ class Memory:
     def close(self) -> None:
         if self._index is not None:
             self._index.close()
-        if self._embedder is not None and self._embedder.cache is not None:
+        if self._embedder is not None and getattr(self._embedder, "cache", None) is not None:
             self._embedder.cache.close()
 
     # -- scanning ---------------------------------------------------------------------------
-    def _load(self, path: Path, loader) -> tuple[Document | None, str | None]:
-        try:
-            st = path.stat()
-        except OSError as exc:
-            return None, f"{path}: cannot read ({exc.strerror})"
-        key = (st.st_mtime_ns, st.st_size)
-        cached = self._stats.get(str(path))
-        if cached is not None and cached.key == key:
-            return cached.doc, cached.error
-        doc, error = None, None
-        try:
-            doc = loader(path)
-        except (ValidationError, ValueError, DocumentError) as exc:
-            error = (
-                f"{path.relative_to(self.home) if path.is_relative_to(self.home) else path}: {exc}"
-            )
-        self._stats[str(path)] = _Stat(key, doc, error)
-        return doc, error
-
-    def _kb_doc(self, path: Path) -> Document:
-        entry = read_entry(path)
-        if path.stem != entry.id or path.parent.name != entry.type:
-            raise ValidationError(
-                [
-                    f"id/type: the file must be {entry.type}/{entry.id}.md to match "
-                    f"its frontmatter; rename it or fix the frontmatter"
-                ]
-            )
-        return entry.to_document(str(path))
-
-    def scan(self) -> tuple[list[Document], set[str], list[str]]:
+    def scan(self) -> tuple[list[Document], set[str], set[str]]:
         """All documents now on disk, the sources that could be read, and the ids of entries
         whose files are present but broken (kept in the index as they were)."""
-        docs: list[Document] = []
-        broken: set[str] = set()
-        readable = {KB_SOURCE}
-        kb_status = SourceStatus(KB_SOURCE, 0, True, self.kb_dir.is_dir(), str(self.kb_dir))
-        seen: dict[str, Path] = {}
-        seen_paths: set[str] = set()
-        for path in iter_entry_files(self.kb_dir):
-            seen_paths.add(str(path))
-            doc, error = self._load(path, self._kb_doc)
-            if doc is not None and doc.id in seen:
-                kb_status.problems.append(
-                    f"{path.relative_to(self.kb_dir)}: id {doc.id!r} is already used by "
-                    f"{seen[doc.id].relative_to(self.kb_dir)}; rename one of them"
-                )
-                continue
-            if doc is not None:
-                seen[doc.id] = path
-                docs.append(doc)
-            else:
-                kb_status.problems.append(error or f"{path}: unreadable")
-                broken.add(path.stem)
-        kb_status.entries = sum(1 for d in docs if d.source == KB_SOURCE)
-        self.sources = {KB_SOURCE: kb_status}
-        for corpus in self.corpora():
-            status = SourceStatus(corpus.label, 0, False, corpus.available, str(corpus.path))
-            if corpus.available:
-                for rel, full in corpus_files(corpus):
-                    seen_paths.add(str(full))
-                    doc, error = self._load(
-                        full, lambda p, c=corpus, r=rel: load_corpus_document(c, r, p)
-                    )
-                    if doc is not None:
-                        docs.append(doc)
-                        status.entries += 1
-                    else:
-                        status.problems.append(error or f"{full}: unreadable")
-                readable.add(corpus.label)
-            else:
-                status.problems = [
-                    f"root {corpus.path} is missing or unreadable; its indexed "
-                    "entries are kept until it comes back"
-                ]
-            self.sources[corpus.label] = status
-        # Forget the stat cache of files that are gone.
-        self._stats = {k: v for k, v in self._stats.items() if k in seen_paths}
-        return docs, readable, broken
+        found = self.scanner.scan()
+        self.sources = found.sources
+        return found.docs, found.readable, found.broken
 
     def kb_documents(self) -> list[Document]:
         """The KB entries as the last scan read them (no file is read again)."""
-        return [
-            st.doc
-            for path, st in self._stats.items()
-            if st.doc is not None and st.doc.source == KB_SOURCE
-        ]
+        return self.scanner.kb_documents()
 
     def sync(self) -> dict[str, Any]:
         """Bring the index in line with the files (build it if there is none yet)."""
@@ -276,6 +193,38 @@ class Memory:
         return {"added": report.added, "updated": report.updated, "removed": report.removed}
 
     # -- reads ------------------------------------------------------------------------------
+    @staticmethod
+    def check_search(query: Any, limit: Any, types: Any, tags: Any, as_of: Any) -> float | None:
+        """Refuse bad search arguments (naming the bound); the as_of cutoff, if any."""
+        if not isinstance(query, str) or not query.strip():
+            raise Invalid("query: empty", "say what you are looking for, e.g. 'how do we release'")
+        limits.check_text("query", query, limits.MAX_QUERY)
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise Invalid(f"limit: {limit!r} is not a whole number", "pass 1 to 50")
+        if not 1 <= limit <= limits.MAX_LIMIT:
+            raise Invalid(
+                f"limit: {limit} is out of range", f"pass a number from 1 to {limits.MAX_LIMIT}"
+            )
+        if types is not None:
+            if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+                raise Invalid("types: must be a list of types", f"use {', '.join(ENTRY_TYPES)}")
+            unknown = [t for t in types if t not in ENTRY_TYPES]
+            if unknown:
+                raise Invalid(
+                    f"types: {', '.join(map(repr, unknown))} "
+                    f"{'is not a type' if len(unknown) == 1 else 'are not types'}",
+                    f"use any of {', '.join(ENTRY_TYPES)}",
+                )
+        if tags is not None:
+            if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+                raise Invalid("tags: must be a list of words", "pass tags like [git, testing]")
+            if len(tags) > limits.MAX_TAGS:
+                raise Invalid(
+                    f"tags: {len(tags)} tags is over the limit of {limits.MAX_TAGS}",
+                    "filter by fewer tags",
+                )
+        return _as_of_cutoff(as_of) if as_of else None
+
     def search(
         self,
         query: str,
@@ -293,17 +242,14 @@ class Memory:
 
         `as_of` ("YYYY-MM-DD") answers from the entries as they stood at the end of that day:
         created by then, and not yet superseded or archived then."""
-        if not isinstance(query, str) or not query.strip():
-            raise Invalid("query: empty; say what you are looking for, e.g. 'how do we release'")
-        limit = max(1, min(int(limit), 50))
-        cutoff = _as_of_cutoff(as_of) if as_of else None
+        cutoff = self.check_search(query, limit, types, tags, as_of)
         with self.session():
             if use_dense:
                 self.sync()
             elif not self.index.exists():
                 raise NotReady(
-                    "the first index of this home is not built yet (the model is "
-                    "loading); retry in a few seconds"
+                    "the first index of this home is not built yet (the model is loading)",
+                    "retry in a few seconds",
                 )
             if cutoff is not None:
                 statuses = None  # the lifecycle is judged by its dates, below
@@ -430,10 +376,11 @@ class Memory:
     def history(self, entry_id: str) -> dict[str, Any]:
         """The supersede chain through `entry_id`, oldest first, read from the files."""
         self.require_home()
-        start = self.find_path(entry_id)
-        if start is None:
-            raise NotFound(f"no entry with id {entry_id!r}: find ids with memory_search")
-        entries = {p.stem: p for p in iter_entry_files(self.kb_dir)}
+        limits.check_text("id", entry_id, limits.MAX_ID, required=True, one_line=True)
+        if self.find_path(entry_id) is None:
+            raise NotFound(f"no entry with id {entry_id!r}")
+        files, _ = kb_files(self.kb_dir)
+        entries = {p.stem: p for p in files}
 
         def load(eid: str):
             path = entries.get(eid)
@@ -472,14 +419,13 @@ class Memory:
         return {"id": entry_id, "chain": chain}
 
     def find_path(self, entry_id: str) -> Path | None:
-        for path in iter_entry_files(self.kb_dir):
-            if path.stem == entry_id:
-                return path
-        return None
+        """The file of a KB entry (a regular file, never through a link), or None."""
+        return entry_file(self.kb_dir, entry_id)
 
     def get(self, entry_id: str) -> dict[str, Any]:
         """An entry read from disk (the truth), KB or read-only corpus."""
         self.require_home()
+        limits.check_text("id", entry_id, limits.MAX_ID, required=True, one_line=True)
         path = self.find_path(entry_id) if "/" not in entry_id else None
         if path is not None:
             entry = read_entry(path)
@@ -501,37 +447,33 @@ class Memory:
                     if k in entry.extra
                 },
             }
-        label, _, rel = entry_id.partition("/")
-        for corpus in self.corpora():
-            if corpus.label == label and rel and corpus.contains(rel):
-                full = (corpus.path / rel).resolve()
-                if not full.is_relative_to(corpus.path.resolve()) or not full.is_file():
-                    break
-                try:
-                    doc = load_corpus_document(corpus, rel, full)
-                except DocumentError as exc:
-                    raise NotFound(f"{entry_id}: {exc}") from exc
-                return {
-                    "id": entry_id,
-                    "title": doc.title,
-                    "type": doc.meta["type"],
-                    "status": "active",
-                    "tags": doc.meta.get("tags") or [],
-                    "body": doc.body,
-                    "path": str(full),
-                    "writable": False,
-                    "supersedes": [],
-                    "superseded_by": None,
-                    "created": doc.meta.get("created"),
-                }
-        raise NotFound(
-            f"no entry with id {entry_id!r}: find ids with memory_search (or `memory-agent search`)"
-        )
+        if "/" not in entry_id:
+            raise NotFound(f"no entry with id {entry_id!r}")
+        corpus, rel, full = self.scanner.corpus_file(entry_id)
+        try:
+            doc = load_corpus_document(corpus, rel, full)
+        except DocumentError as exc:
+            raise NotFound(f"{entry_id}: {exc}") from exc
+        return {
+            "id": entry_id,
+            "title": doc.title,
+            "type": doc.meta["type"],
+            "status": "active",
+            "tags": doc.meta.get("tags") or [],
+            "body": doc.body,
+            "path": str(full),
+            "writable": False,
+            "supersedes": [],
+            "superseded_by": None,
+            "created": _text_or_none(doc.meta.get("created")),
+        }
+
+    def pending_writes(self) -> int:
+        folder = self.run_dir / "pending"
+        return len(list(folder.glob("*.json"))) if folder.is_dir() else 0
 
     def status(self, sync: bool = True) -> dict[str, Any]:
         """The index's state. Never raises for a broken index: it reports it (with the fix)."""
-        from memory_agent.gateway import pending_intents
-
         with self.session():
             problem = None
             if sync:
@@ -541,20 +483,23 @@ class Memory:
                     problem = str(exc)
             elif not self.index.exists():
                 problem = "no index yet: it is built when the model has loaded"
+            if problem is None:
+                check = self.index.check()
+                if not check.consistent:
+                    problem = "; ".join(check.problems)
             if problem is not None:
                 return {
-                    "generation": self.index.current(),
+                    "generation": self.current_generation(),
                     "consistent": False,
                     "entries": 0,
                     "points": 0,
                     "manifest_points": 0,
                     "embedder": self.cfg.embedder,
                     "sources": [s.as_json() for s in self.sources.values()],
-                    "pending": len(pending_intents(self)),
+                    "pending": self.pending_writes(),
                     "last_refresh": self.last_refresh,
                     "problems": [problem],
                 }
-            check = self.index.check()
             manifest = self.index.manifest
             return {
                 "generation": check.generation,
@@ -564,15 +509,23 @@ class Memory:
                 "manifest_points": check.manifest_points,
                 "embedder": check.embedder,
                 "sources": [s.as_json() for s in self.sources.values()],
-                "pending": len(pending_intents(self)),
+                "pending": self.pending_writes(),
                 "last_refresh": self.last_refresh,
                 "problems": check.problems,
             }
 
-    def rebuild(self) -> dict[str, Any]:
-        with self.session():
+    def rebuild(self, hold: Any = None) -> dict[str, Any]:
+        """A fresh generation from the files. `hold` (the daemon's service lock) is taken only
+        to scan and to switch: searches keep answering from the live generation meanwhile."""
+        hold = hold if hold is not None else contextlib.nullcontext()
+        with hold, self.session():
             docs, _, _ = self.scan()
-            report = self.index.build(docs)
+        _pause_point("pause-rebuild", self.run_dir)
+        with self.session():
+            prepared = self.index.prepare(docs)
+        with hold, self.session():
+            report = self.index.activate(prepared)
+            self.sync()  # writes that landed while the new generation was built
             self.last_refresh = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             return {
                 "generation": report.generation,
@@ -586,39 +539,26 @@ class Memory:
     def init(
         self, *, demo: bool = False, embedder: str | None = None, sync: bool = True
     ) -> dict[str, Any]:
-        """Create (or adopt) the home and the KB repository; optionally add the demo entries."""
-        for sub in ("kb", "index", "cache", "events", "run"):
-            (self.home / sub).mkdir(parents=True, exist_ok=True)
-        config_file = self.home / "config.toml"
-        if embedder and not config_file.exists():
-            config_file.write_text(f'embedder = "{embedder}"\n', encoding="utf-8")
-        repo, created = KBRepo.init(self.kb_dir)
+        """Create (or adopt) the home and the KB repository; optionally add the demo entries
+        (dated relative to the clock). `embedder` is written to config.toml."""
+        created = self.place.create(demo=demo, clock=self.clock)
+        if embedder:
+            config_mod.write_setting(self.home, "embedder", embedder)
         self.lock = FileLock(str(self.run_dir / "home.lock"))
-        added: list[Path] = []
-        if demo:
-            for src in sorted(DEMO_KB.rglob("*.md")):
-                dest = self.kb_dir / src.relative_to(DEMO_KB)
-                if not dest.exists():
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(src, dest)
-                    added.append(dest)
-        commit = repo.commit_paths(added, "Add the demo knowledge base") if added else repo.head()
         self.cfg = config_mod.load({"home": str(self.home)})
+        if self._embedder is not None and self._embedder.cache is not None:
+            self._embedder.cache.close()
         self._embedder = None
         self._index = None
         synced = None
         if sync:
             with self.session():
                 synced = self.sync()
-        return {
-            "home": str(self.home),
-            "kb": str(self.kb_dir),
-            "created_repo": created,
-            "demo_entries_added": len(added),
-            "commit": commit,
-            "embedder": self.cfg.embedder,
-            "index": synced,
-        }
+        return {**created, "embedder": self.cfg.embedder, "index": synced}
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _as_of_cutoff(as_of: str) -> float:

@@ -10,6 +10,15 @@ read-only requests are retried; a write is retried only when it carries a `reque
 daemon then replays the first reply if the write had happened); otherwise the client gets an
 error telling it to check and retry with a request_id.
 
+A home with no knowledge base (not initialised yet, or a typo in `--home`) never makes the
+client wait: the proxy answers `initialize`, `ping` and `tools/list` itself (the tool list is
+a snapshot of the daemon's, `tools.json`, kept equal by a test) and every tool call gets a
+`not_ready` error naming `memory-agent init`. It looks again at every message, so after
+`memory-agent init` the same session works.
+
+Tool calls that fail here (too large, daemon unreachable) are answered as tool errors in the
+daemon's own shape (`{"error": {"code", "message", "fix"}}`), so the model reads the fix.
+
 Design: docs/adr/0005-daemon-and-stdlib-proxy.md.
 """
 
@@ -24,11 +33,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from memory_agent.client import DaemonClient, DaemonError
+from memory_agent import __version__
+from memory_agent.client import DaemonClient, too_large
+from memory_agent.errors import DaemonError, ErrorInfo, MemoryAgentError, NotReady
+from memory_agent.limits import MAX_MESSAGE_BYTES
 
-__all__ = ["run_proxy"]
+__all__ = ["TOOLS_SNAPSHOT", "run_proxy"]
 
 log = logging.getLogger("memory_agent.proxy")
+TOOLS_SNAPSHOT = Path(__file__).parent / "tools.json"
 READ_ONLY_TOOLS = {
     "memory_search",
     "memory_get",
@@ -37,6 +50,7 @@ READ_ONLY_TOOLS = {
     "memory_set_importance",
 }  # importance: an idempotent event, safe to repeat
 WRITE_TOOLS = {"memory_add", "memory_supersede", "memory_archive"}
+LATEST_PROTOCOL = "2025-11-25"
 
 
 def _retry_safe(message: dict[str, Any]) -> bool:
@@ -51,6 +65,18 @@ def _retry_safe(message: dict[str, Any]) -> bool:
         return True
     # A preview (confirm false) writes nothing either.
     return name in ("memory_supersede", "memory_archive") and not args.get("confirm")
+
+
+def tool_error(msg_id: Any, info: ErrorInfo) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": msg_id,
+        "result": {
+            "content": [{"type": "text", "text": info.text}],
+            "structuredContent": {"error": info.as_json()},
+            "isError": True,
+        },
+    }
 
 
 class Proxy:
@@ -71,6 +97,17 @@ class Proxy:
         """An error response (id null when the request's id could not be read)."""
         self.write({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": text}})
 
+    def fail(self, message: dict[str, Any], exc: MemoryAgentError) -> None:
+        """Answer a request that could not be forwarded: a tool error for a tool call (the
+        model reads it), a JSON-RPC error otherwise."""
+        if "id" not in message:
+            return
+        info = ErrorInfo(exc.code, exc.message, exc.fix)
+        if message.get("method") == "tools/call":
+            self.write(tool_error(message["id"], info))
+        else:
+            self.error(message["id"], -32001, info.text)
+
     def _post(self, raw: bytes) -> tuple[int, bytes]:
         return self.client.post_mcp(raw, self.protocol_version, caller=self.caller)
 
@@ -85,16 +122,47 @@ class Proxy:
             self.error(None, -32600, "invalid request: one JSON-RPC object per line")
             return
         try:
+            if len(line.encode("utf-8")) > MAX_MESSAGE_BYTES:
+                raise too_large(len(line.encode("utf-8")))
             self._forward(line, message)
+        except MemoryAgentError as exc:
+            self.fail(message, exc)
         except Exception as exc:  # noqa: BLE001 - the client must never wait forever
             log.error("forwarding failed: %s", exc)
-            if "id" in message:
-                self.error(
-                    message["id"],
-                    -32603,
-                    f"the memory proxy could not reach the daemon ({exc}); retry, and "
-                    "see <home>/run/daemon.log if it keeps failing",
-                )
+            self.fail(
+                message,
+                DaemonError(
+                    f"the memory proxy could not reach the daemon ({exc})",
+                    f"retry; see {self.client.run_dir / 'daemon.log'} if it keeps failing",
+                ),
+            )
+
+    def _no_home(self, message: dict[str, Any]) -> None:
+        """Serve a home that has no knowledge base: answer at once, never start a daemon."""
+        method, msg_id = message.get("method"), message.get("id")
+        problem = NotReady(
+            f"no knowledge base at {self.client.home / 'kb'}",
+            "run `memory-agent init` (or fix --home / MEMORY_AGENT_HOME in this MCP server's "
+            "settings); this session picks it up without a restart",
+        )
+        if msg_id is None:
+            return  # a notification
+        if method == "initialize":
+            requested = (message.get("params") or {}).get("protocolVersion")
+            result = {
+                "protocolVersion": requested or LATEST_PROTOCOL,
+                "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": {"name": "memory-agent", "version": __version__},
+                "instructions": f"{problem.message}: {problem.fix}.",
+            }
+            self.write({"jsonrpc": "2.0", "id": msg_id, "result": result})
+        elif method == "ping":
+            self.write({"jsonrpc": "2.0", "id": msg_id, "result": {}})
+        elif method == "tools/list":
+            tools = json.loads(TOOLS_SNAPSHOT.read_text(encoding="utf-8"))
+            self.write({"jsonrpc": "2.0", "id": msg_id, "result": {"tools": tools}})
+        else:
+            self.fail(message, problem)
 
     def _forward(self, line: str, message: dict[str, Any]) -> None:
         msg_id = message.get("id")
@@ -103,36 +171,38 @@ class Proxy:
             info = (message.get("params") or {}).get("clientInfo") or {}
             if info.get("name"):
                 self.caller = f"{info['name']}/{info.get('version', '')}".rstrip("/")[:100]
-        try:
-            self.client.ensure()
-            try:
-                status, data = self._post(raw)
-            except (OSError, http.client.HTTPException) as exc:
-                log.warning("daemon connection lost (%s); restarting it", exc)
-                self.client.ensure()
-                if not _retry_safe(message):
-                    self.error(
-                        msg_id,
-                        -32000,
-                        "the memory daemon restarted while this write was in flight; it "
-                        "may or may not have been written. Check with memory_search or "
-                        "memory_get, and pass a request_id so a retry is safe.",
-                    )
-                    return
-                status, data = self._post(raw)
-        except DaemonError as exc:
-            self.error(msg_id, -32001, str(exc))
+        if not (self.client.home / "kb" / ".git").exists():
+            self._no_home(message)
             return
+        self.client.ensure()
+        try:
+            status, data = self._post(raw)
+        except (OSError, http.client.HTTPException) as exc:
+            log.warning("daemon connection lost (%s); restarting it", exc)
+            self.client.ensure()
+            if not _retry_safe(message):
+                raise DaemonError(
+                    "the memory daemon restarted while this write was in flight; it may or "
+                    "may not have been written",
+                    "check with memory_search or memory_get, and pass a request_id so a retry "
+                    "is safe",
+                ) from exc
+            status, data = self._post(raw)
+        if status == 413:
+            raise too_large(len(raw))
         if status == 202 or not data:
             return  # a notification: no response
         try:
             reply = json.loads(data)
         except ValueError:
-            self.error(msg_id, -32603, f"the daemon answered HTTP {status} with no JSON")
-            return
+            raise DaemonError(
+                f"the daemon answered HTTP {status} without JSON",
+                f"see {self.client.run_dir / 'daemon.log'}",
+            ) from None
         if message.get("method") == "initialize" and isinstance(reply.get("result"), dict):
             self.protocol_version = reply["result"].get("protocolVersion")
-        self.write(reply)
+        if msg_id is not None and isinstance(reply, dict):
+            self.write(reply)
 
 
 def run_proxy(home: Path) -> int:
@@ -140,10 +210,13 @@ def run_proxy(home: Path) -> int:
         level=logging.WARNING, stream=sys.stderr, format="memory-agent proxy: %(message)s"
     )
     proxy = Proxy(DaemonClient(home))
-    try:
-        proxy.client.ensure()  # start the daemon now, while the client is still setting up
-    except DaemonError as exc:
-        log.error("%s", exc)
+    if (home / "kb" / ".git").exists():
+        try:
+            proxy.client.ensure()  # start the daemon now, while the client is still setting up
+        except MemoryAgentError as exc:
+            log.error("%s", exc)
+    else:
+        log.error("no knowledge base at %s: run `memory-agent init`", home / "kb")
     with ThreadPoolExecutor(max_workers=4) as pool:
         for line in sys.stdin:
             if line.strip():

@@ -10,12 +10,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import threading
 import time
 from typing import Any
 
-from memory_agent import __version__
+from memory_agent import __version__, limits
+from memory_agent.errors import Conflict, Invalid, NotReady, describe
 from memory_agent.events import EventLog, apply_event, compact, fold
 from memory_agent.gateway import Gateway
 from memory_agent.memory import Memory
@@ -23,6 +25,7 @@ from memory_agent.memory import Memory
 __all__ = ["Service"]
 
 log = logging.getLogger("memory_agent.service")
+QUERY_LOG_CHARS = 500  # a query is logged (usage events) up to this many characters
 
 
 class Service:
@@ -34,7 +37,7 @@ class Service:
         folded = fold(events_dir)
         memory.stats = folded.stats
         self.fold_report = folded
-        self.events = EventLog(events_dir)
+        self.events = EventLog(events_dir, clock=memory.clock)
         try:  # gzip finished sessions' files; the fold reads both forms
             compacted = compact(events_dir, keep=self.events.path)
             if compacted:
@@ -48,10 +51,12 @@ class Service:
                 folded.read_errors,
             )
         self.lock = threading.RLock()
+        self._rebuild_lock = threading.Lock()
         self.started = time.time()
         self.last_used = time.monotonic()
         self._model_thread: threading.Thread | None = None
         self._model_error: str | None = None
+        self._model_fix = ""
         self._model_ready = threading.Event()
         self.repair_error: str | None = None
 
@@ -77,7 +82,9 @@ class Service:
                 "model %s loaded in %.1f s", self.memory.embedder.model_id, time.perf_counter() - t
             )
         except Exception as exc:  # reported through health, status and every call
-            self._model_error = f"{type(exc).__name__}: {exc}"
+            info = describe(exc)
+            self._model_error = info.message
+            self._model_fix = info.fix
             log.error("model failed to load: %s", self._model_error)
             self._model_ready.set()
             return
@@ -110,12 +117,12 @@ class Service:
         self.start_model_load()
         self._model_ready.wait()
         if self._model_error:
-            from memory_agent.errors import NotReady
-
             raise NotReady(
-                f"the embedding model could not be loaded ({self._model_error}); "
-                "fix the model setting (see `memory-agent status`) and restart the "
-                "daemon with `memory-agent stop`"
+                f"the embedding model {self.memory.cfg.embedder!r} could not be loaded: "
+                f"{self._model_error}",
+                (self._model_fix + "; then " if self._model_fix else "")
+                + "restart the daemon with `memory-agent stop` (or `memory-agent init "
+                "--embedder minilm` for the offline model)",
             )
 
     def touch(self) -> None:
@@ -148,7 +155,7 @@ class Service:
         self.events.append(
             "query",
             qid=qid,
-            text=query,
+            text=query[:QUERY_LOG_CHARS],
             results=len(reply["hits"]),
             latency_ms=round((time.perf_counter() - started) * 1000, 2),
             caller=caller,
@@ -181,9 +188,11 @@ class Service:
             or not isinstance(importance, int)
             or not 1 <= importance <= 10
         ):
-            from memory_agent.errors import Invalid
-
-            raise Invalid("importance: a whole number from 1 (minor) to 10 (must not be missed)")
+            raise Invalid(
+                f"importance: {importance!r} is out of range",
+                "pass a whole number from 1 (minor) to 10 (must not be missed)",
+            )
+        limits.check_text("note", note, limits.MAX_NOTE)
         with self.lock:
             entry = self.memory.get(entry_id)  # refuses unknown ids
             event = self.events.append(
@@ -248,26 +257,44 @@ class Service:
         return reply
 
     def rebuild(self) -> dict[str, Any]:
-        reply = self._write(self.memory.rebuild)
+        """A fresh generation. The service lock is held only to scan and to switch, so
+        searches keep answering from the live generation while it is built."""
+        self.touch()
+        self.wait_for_model()
+        if not self._rebuild_lock.acquire(blocking=False):
+            raise Conflict("a rebuild is already running", "wait for it to finish")
+        try:
+            reply = self.memory.rebuild(hold=self.lock)
+        finally:
+            self._rebuild_lock.release()
         self.repair()  # writes that could not be finished on a broken index can be now
         return reply
 
     def sync(self) -> dict[str, Any]:
         return self._write(self.memory.status)
 
-    def health(self) -> dict[str, Any]:
-        import os
+    @property
+    def model_state(self) -> str:
+        if self._model_error:
+            return "failed"
+        if self._model_ready.is_set():
+            return "ready"
+        return "loading" if self._model_thread is not None else "not loaded"
 
+    def health(self) -> dict[str, Any]:
+        """Always answers, at once: touches neither the model nor the store."""
         return {
             "status": "ok",
             "version": __version__,
             "pid": os.getpid(),
             "uptime_s": round(time.time() - self.started, 1),
             "home": str(self.memory.home),
+            "embedder": self.memory.cfg.embedder,
+            "model": self.model_state,
             "model_loaded": self.model_loaded,
             "model_error": self._model_error,
+            "model_fix": self._model_fix or None,
             "repair_error": self.repair_error,
-            "model_loading": self._model_thread is not None and not self._model_ready.is_set(),
-            "embedder": self.memory.cfg.embedder,
-            "generation": self.memory.index.current(),
+            "generation": self.memory.current_generation(),
+            "rebuilding": self._rebuild_lock.locked(),
         }

@@ -1,46 +1,167 @@
-"""The MCP tools: names, parameters and docstrings are the contract the agent reads.
+"""The MCP tools: names, parameters and descriptions are the contract the agent reads.
 
-Each tool returns one JSON object as structured content. Anticipated failures (unknown id,
-read-only entry, lifecycle conflict, invalid entry, index not ready) are `ToolError`s: the call
-returns `is_error=True` with a message that says what to do next.
+Every parameter is described and bounded in the input schema; every reply has an output schema
+(`memory_agent.schemas`); annotations tell clients which tools only read (so they can be
+auto-approved) and which change the memory.
+
+Errors: a tool never returns an error message as a result. Whatever goes wrong - a refusal of
+ours, an argument the schema refuses, a bug - reaches the client as one shape (`is_error` true):
+text that starts with the code (`invalid: limit: 100000 is out of range`, then `fix: ...`) and
+the same as structured content, `{"error": {"code", "message", "fix"}}`. The mapping is
+`memory_agent.errors.describe`, shared with the admin routes and the CLI.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+import logging
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
 
-from memory_agent import __version__
+from memory_agent import __version__, limits, schemas
 from memory_agent.client import CALLER_HEADER
-from memory_agent.errors import MemoryAgentError
+from memory_agent.errors import ErrorInfo, describe
+from memory_agent.kb import ENTRY_TYPES
 from memory_agent.service import Service
-from ragcore import RagcoreError
 
-__all__ = ["TOOL_NAMES", "build_server"]
+__all__ = ["TOOL_NAMES", "build_server", "error_result"]
+
+log = logging.getLogger("memory_agent.tools")
 
 INSTRUCTIONS = """Long-term memory for this user's projects: decisions, pitfalls, conventions and
 facts learned in earlier sessions, plus read-only Markdown docs from their repositories.
 Search it before re-deriving a conclusion or asking the user something they may have told an
 earlier session. Add what a future session would need and cannot get from the code or the git
 log. Never duplicate: search first; change an entry with memory_supersede, retire it with
-memory_archive (both preview first)."""
+memory_archive (both preview first). Errors start with a code and end with the fix."""
 
 TOOL_NAMES = ("memory_search", "memory_get", "memory_add", "memory_supersede", "memory_archive",
               "memory_set_importance", "memory_history", "memory_index_status")  # fmt: skip
 
+EntryType = Literal[ENTRY_TYPES]  # type: ignore[valid-type]
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                       open_world_hint=False)  # fmt: skip
 
-def _call(fn, *args: Any, **kwargs: Any) -> dict[str, Any]:
-    try:
-        return fn(*args, **kwargs)
-    except MemoryAgentError as exc:
-        raise ToolError(f"{exc.code}: {exc}") from exc
-    except RagcoreError as exc:
-        raise ToolError(f"index: {exc}") from exc
-    except ValueError as exc:
-        raise ToolError(f"invalid: {exc}") from exc
+# -- parameters, described once ---------------------------------------------------------------
+IdArg = Annotated[
+    str,
+    Field(
+        description="An entry id exactly as memory_search returned it (a slug for KB entries, "
+        "<label>/<path> for project docs).",
+        min_length=1,
+        max_length=limits.MAX_ID,
+    ),
+]
+TitleArg = Annotated[
+    str,
+    Field(
+        description="One line saying the point, e.g. 'Lock dependencies with uv'.",
+        min_length=1,
+        max_length=limits.MAX_TITLE,
+    ),
+]
+BodyArg = Annotated[
+    str,
+    Field(
+        description="Self-contained Markdown: what, why, and how to apply it. [[id]] links "
+        "another entry.",
+        min_length=1,
+        max_length=limits.MAX_BODY,
+    ),
+]
+TagsArg = Annotated[
+    list[Annotated[str, Field(max_length=40)]] | None,
+    Field(
+        description="Short words to filter by, e.g. ['ci', 'python'].", max_length=limits.MAX_TAGS
+    ),
+]
+RequestIdArg = Annotated[
+    str | None,
+    Field(
+        description="Any unique string. Retrying the same call with the same request_id after a "
+        "timeout returns the first reply instead of writing twice; reusing it for a different "
+        "call is refused. Kept for a day.",
+        max_length=limits.MAX_REQUEST_ID,
+    ),
+]
+ConfirmArg = Annotated[
+    bool,
+    Field(description="false (default): only preview the files, write nothing. true: write."),
+]
+ForceArg = Annotated[
+    bool,
+    Field(
+        description="true: write even though a near-duplicate exists (it is named in the commit "
+        "message). Use only when the near-duplicate says something different."
+    ),
+]
+
+
+def _validation_info(exc: ValidationError) -> ErrorInfo:
+    """A schema refusal as our `invalid`, naming each argument and its bound."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "arguments") or "arguments"
+        if err.get("type") == "missing":
+            parts.append(f"{loc}: missing; it is required")
+            continue
+        got = repr(err.get("input"))
+        got = got if len(got) <= 60 else got[:57] + "..."
+        parts.append(f"{loc}: {err.get('msg', 'invalid').lower()} (got {got})")
+    return ErrorInfo(
+        "invalid",
+        "; ".join(parts),
+        "correct the arguments named above; the tool's input schema lists every bound",
+    )
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """Unwrap the SDK's `ToolError` to what was raised, then describe it."""
+    seen = exc
+    while isinstance(seen, ToolError) and seen.__cause__ is not None:
+        seen = seen.__cause__
+    if isinstance(seen, ValidationError):
+        return _validation_info(seen)
+    if isinstance(seen, ToolError):  # the SDK's own refusal (an unknown tool)
+        text = str(seen).removeprefix("Error executing tool ").strip()
+        return ErrorInfo("invalid", text, f"call one of {', '.join(TOOL_NAMES)}")
+    return describe(seen)
+
+
+def error_result(info: ErrorInfo) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=info.text)],
+        structured_content={"error": info.as_json()},
+        is_error=True,
+    )
+
+
+class MemoryServer(MCPServer):
+    """MCPServer with one error contract and output schemas that admit the error reply."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            info = error_info(exc)
+            if info.code == "internal":
+                log.error("tool %s crashed", name, exc_info=exc.__cause__ or exc)
+            else:
+                log.info("tool %s refused: %s", name, info.code)
+            return error_result(info)
+
+    async def list_tools(self):
+        tools = await super().list_tools()
+        return [
+            t.model_copy(update={"output_schema": schemas.with_error(t.output_schema)})
+            if t.output_schema
+            else t
+            for t in tools
+        ]
 
 
 def _caller(ctx: Context | None) -> str | None:
@@ -54,45 +175,71 @@ def _caller(ctx: Context | None) -> str | None:
 
 
 def build_server(service: Service) -> MCPServer:
-    server = MCPServer("memory-agent", version=__version__, instructions=INSTRUCTIONS)
+    server = MemoryServer("memory-agent", version=__version__, instructions=INSTRUCTIONS)
 
-    def tool(fn):
-        """Register `fn` with its docstring dedented: the model reads it as the description."""
-        return server.tool(description=inspect.cleandoc(fn.__doc__ or ""))(fn)
+    def tool(title: str, annotations: ToolAnnotations):
+        """Register a tool with its docstring dedented: the model reads it as the description."""
 
-    @tool
+        def register(fn):
+            return server.tool(
+                title=title,
+                description=inspect.cleandoc(fn.__doc__ or ""),
+                annotations=annotations,
+            )(fn)
+
+        return register
+
+    @tool("Search the memory", READ)
     def memory_search(
-        query: str,
-        limit: int = 8,
-        types: list[str] | None = None,
-        tags: list[str] | None = None,
-        include_readonly: bool = True,
-        include_archived: bool = False,
-        explain: bool = False,
-        as_of: str | None = None,
+        query: Annotated[
+            str,
+            Field(
+                description="What you are looking for, in plain words (English or Chinese), "
+                "e.g. 'how do we run migrations'.",
+                min_length=1,
+                max_length=limits.MAX_QUERY,
+            ),
+        ],
+        limit: Annotated[
+            int, Field(description="How many hits to return.", ge=1, le=limits.MAX_LIMIT)
+        ] = 8,
+        types: Annotated[
+            list[EntryType] | None,
+            Field(description="Only entries of these types (default: every type)."),
+        ] = None,
+        tags: Annotated[
+            list[str] | None,
+            Field(description="Only entries with any of these tags.", max_length=limits.MAX_TAGS),
+        ] = None,
+        include_readonly: Annotated[
+            bool, Field(description="Include read-only project docs (writable: false).")
+        ] = True,
+        include_archived: Annotated[
+            bool, Field(description="Include archived entries (retired, kept for the record).")
+        ] = False,
+        explain: Annotated[
+            bool, Field(description="Add `why` to each hit: every channel and ranking signal.")
+        ] = False,
+        as_of: Annotated[
+            str | None,
+            Field(
+                description="YYYY-MM-DD: answer from the memory as it stood at the end of that "
+                "day (entries created by then and not yet superseded or archived).",
+                pattern=r"^\d{4}-\d{2}-\d{2}$",
+                json_schema_extra={"format": "date"},
+            ),
+        ] = None,
         ctx: Context | None = None,
-    ) -> dict[str, Any]:
+    ) -> schemas.SearchReply:
         """Search the memory (knowledge base + read-only project docs) by meaning and keywords.
 
         Use it first, before working out something that may already be known: a past decision,
-        a pitfall, a convention, where something lives. Ask in plain words ("how do we run
-        migrations"); English and Chinese both work. Filters: `types` (principle, correction,
-        decision, guideline, pitfall, process, model, fact, preference, note), `tags`,
-        `include_readonly` (project docs), `include_archived`. Superseded entries are never
-        returned: their successors are.
-
-        Returns {hits: [{id, title, type, status, score, snippet, source, writable, why?}],
-        generation}. `writable: false` marks a read-only project doc. Next: memory_get(id) for
-        the full text of a promising hit. `degraded` in the reply means the model is still
-        loading and only keyword matching was used; search again in a few seconds for the full
-        result. `explain: true` adds, per hit, its rank and score in each channel and every
-        ranking signal (reinforcement from past recalls, importance, recency, dormancy, links)
-        under `why`. `as_of: "YYYY-MM-DD"` answers from the memory as it stood on that day
-        (entries created by then and not yet superseded or archived): "what did we believe
-        then?".
+        a pitfall, a convention, where something lives. Superseded entries are never returned:
+        their successors are. Next: memory_get(id) for the full text of a promising hit.
+        `degraded` in the reply means the model is still loading and only keyword matching
+        was used; search again in a few seconds for the full result.
         """
-        return _call(
-            service.search,
+        return service.search(
             query,
             caller=_caller(ctx),
             limit=limit,
@@ -104,65 +251,79 @@ def build_server(service: Service) -> MCPServer:
             as_of=as_of,
         )
 
-    @tool
-    def memory_get(id: str) -> dict[str, Any]:
+    @tool("Read one entry", READ)
+    def memory_get(id: IdArg) -> schemas.EntryReply:
         """Read one entry in full, by the id a search returned.
 
-        Returns {id, title, type, status, tags, body, path, writable, supersedes,
-        superseded_by, created}. If `status` is superseded, read `superseded_by` instead: that
-        entry replaced this one.
+        If `status` is superseded, read `superseded_by` instead: that entry replaced this one.
         """
-        return _call(service.get, id)
+        return service.get(id)
 
-    @tool
+    @tool(
+        "Remember something new",
+        ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),  # fmt: skip
+    )
     def memory_add(
-        title: str,
-        body: str,
-        type: str = "note",
-        tags: list[str] | None = None,
-        request_id: str | None = None,
-    ) -> dict[str, Any]:
+        title: TitleArg,
+        body: BodyArg,
+        type: Annotated[EntryType, Field(description="What kind of knowledge this is.")] = "note",
+        tags: TagsArg = None,
+        request_id: RequestIdArg = None,
+        force: ForceArg = False,
+    ) -> schemas.AddReply:
         """Remember something new that a future session will need.
 
         Worth adding: decisions and why, pitfalls (symptom, cause, fix), conventions, user
         preferences, facts that are hard to rediscover. Not worth adding: what the code or the
-        git log already says, or anything temporary. One idea per entry; a one-line title; a
-        self-contained body. `type`: principle, correction, decision, guideline, pitfall,
-        process, model, fact, preference or note. Search first: if an entry already says it,
-        supersede that entry instead.
+        git log already says, or anything temporary. One idea per entry. Search first: if an
+        entry already says it, supersede that entry instead.
 
-        Returns {status: created, id, path, commit, generation} once the file is written,
-        committed to git and indexed; or {status: duplicate, duplicate_of, score} when an
-        existing active entry already says this (nothing is written: read it with memory_get,
-        and supersede it if yours is better). Pass a `request_id` (any unique string) and
-        retry with the same one after a timeout: you get the first reply, never a second copy.
+        `status: created` means the file is written, committed to git and indexed.
+        `status: duplicate` means an active entry already says this and nothing was written:
+        read it with memory_get and supersede it if yours is better.
         """
-        return _call(
-            service.add, title=title, body=body, type=type, tags=tags or [], request_id=request_id
+        return service.add(
+            title=title, body=body, type=type, tags=tags or [], request_id=request_id, force=force
         )
 
-    @tool
+    @tool(
+        "Replace an outdated entry",
+        ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),  # fmt: skip
+    )
     def memory_supersede(
-        old_id: str,
-        title: str,
-        body: str,
-        type: str | None = None,
-        tags: list[str] | None = None,
-        confirm: bool = False,
-        request_id: str | None = None,
-    ) -> dict[str, Any]:
+        old_id: IdArg,
+        title: TitleArg,
+        body: BodyArg,
+        type: Annotated[
+            EntryType | None, Field(description="Default: the old entry's type.")
+        ] = None,
+        tags: Annotated[
+            list[Annotated[str, Field(max_length=40)]] | None,
+            Field(description="Default: the old entry's tags.", max_length=limits.MAX_TAGS),
+        ] = None,
+        confirm: ConfirmArg = False,
+        request_id: RequestIdArg = None,
+        force: ForceArg = False,
+    ) -> schemas.SupersedeReply:
         """Replace an entry that is outdated or wrong with a new one; the old one is kept,
         marked superseded, and leaves search.
 
-        First call without `confirm`: you get {status: preview, id, old_id, preview} showing
-        both files exactly as they would be written, and nothing is written. Show the preview
-        to the user if the change matters; then call again with the same arguments and
-        `confirm: true` to write both files in one git commit: {status: superseded, id, old_id,
-        commit, generation}. `type` and `tags` default to the old entry's. Read-only project
-        docs cannot be superseded.
+        First call without `confirm`: `status: preview` shows both files exactly as they would
+        be written, and nothing is written. Show the preview to the user if the change
+        matters; then call again with the same arguments and `confirm: true` to write both
+        files in one git commit. Read-only project docs cannot be superseded.
         """
-        return _call(
-            service.supersede,
+        return service.supersede(
             old_id=old_id,
             title=title,
             body=body,
@@ -170,50 +331,97 @@ def build_server(service: Service) -> MCPServer:
             tags=tags,
             confirm=confirm,
             request_id=request_id,
+            force=force,
         )
 
-    @tool
-    def memory_archive(id: str, reason: str, confirm: bool = False) -> dict[str, Any]:
+    @tool(
+        "Retire an entry",
+        ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),  # fmt: skip
+    )
+    def memory_archive(
+        id: IdArg,
+        reason: Annotated[
+            str,
+            Field(
+                description="Why it is retired, e.g. 'the staging cluster was shut down'.",
+                min_length=1,
+                max_length=limits.MAX_REASON,
+            ),
+        ],
+        confirm: ConfirmArg = False,
+        request_id: RequestIdArg = None,
+    ) -> schemas.ArchiveReply:
         """Retire an entry that is no longer true and has no replacement (use memory_supersede
         when there is one). The file stays, marked archived with your reason; it leaves default
         search (include_archived brings it back).
 
-        First call without `confirm`: {status: preview, id, preview}, nothing written. Then with
-        `confirm: true`: {status: archived, id, commit, generation}.
+        First call without `confirm`: `status: preview`, nothing written. Then with
+        `confirm: true`: `status: archived`.
         """
-        return _call(service.archive, entry_id=id, reason=reason, confirm=confirm)
+        return service.archive(entry_id=id, reason=reason, confirm=confirm, request_id=request_id)
 
-    @tool
-    def memory_set_importance(id: str, importance: int, note: str | None = None) -> dict[str, Any]:
+    @tool(
+        "Say how much an entry matters",
+        ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),  # fmt: skip
+    )
+    def memory_set_importance(
+        id: IdArg,
+        importance: Annotated[
+            int, Field(description="1 (minor) to 10 (must not be missed).", ge=1, le=10)
+        ],
+        note: Annotated[
+            str | None, Field(description="Why it matters.", max_length=limits.MAX_NOTE)
+        ] = None,
+    ) -> schemas.ImportanceReply:
         """Say how much an entry matters, from 1 (minor) to 10 (must not be missed): a strong
         user preference, a recurring concern, an incident that must never repeat. Important
         entries rank higher in every later search, across sessions. The only effect is an event
         in the usage log; the entry's file is not touched. The last value set wins.
-
-        Returns {id, importance, note}.
         """
-        return _call(service.set_importance, id, importance, note)
+        return service.set_importance(id, importance, note)
 
-    @tool
-    def memory_history(id: str) -> dict[str, Any]:
+    @tool("How an entry changed over time", READ)
+    def memory_history(id: IdArg) -> schemas.HistoryReply:
         """The supersede chain through an entry, oldest first: how a decision or a fact changed
         over time, with dates and reasons. Use it when an entry says it replaced another, or
         to explain why the current answer differs from an older one.
-
-        Returns {id, chain: [{id, title, type, status, created, superseded_by?, superseded_at?,
-        archived_at?, reason?}]}.
         """
-        return _call(service.history, id)
+        return service.history(id)
 
-    @tool
-    def memory_index_status() -> dict[str, Any]:
+    @tool("Health of the memory", READ)
+    def memory_index_status() -> schemas.StatusReply:
         """Health of the memory: is the index consistent with the files, and what it holds.
 
-        Returns {generation, consistent, entries, points, manifest_points, embedder, sources:
-        [{label, entries, writable, available}], pending, last_refresh}. `consistent: false` or
-        a source with `available: false` (a project folder that moved) is worth telling the
-        user; `memory-agent rebuild` repairs an inconsistent index.
+        `consistent: false` or a source with `available: false` (a project folder that moved)
+        is worth telling the user; `memory-agent rebuild` repairs an inconsistent index.
         """
-        return _call(service.status)
+        return service.status()
 
     return server
+
+
+def tool_list() -> list[dict[str, Any]]:
+    """`tools/list` as the daemon answers it (what `tools.json`, the proxy's snapshot, holds)."""
+    import asyncio
+
+    server = build_server(None)  # type: ignore[arg-type] - tools only touch it when called
+    tools = asyncio.run(server.list_tools())
+    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
+
+
+if __name__ == "__main__":  # python -m memory_agent.tools > memory_agent/tools.json
+    import json
+    import sys
+
+    json.dump(tool_list(), sys.stdout, indent=1, ensure_ascii=False)
+    sys.stdout.write("\n")

@@ -21,13 +21,17 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Replace `path` with `data` (str is written as UTF-8 with LF line ends)."""
+def atomic_write(path: Path, data: bytes | str, mode: int | None = None) -> None:
+    """Replace `path` with `data` (str is written as UTF-8 with LF line ends); `mode` sets the
+    new file's permissions (default: as the umask makes them)."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
         with open(tmp, "wb") as fh:
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
             fh.write(raw)
             fh.flush()
             os.fsync(fh.fileno())

@@ -71,10 +71,12 @@ def _download(name: str) -> Path:
         # local_files_only: huggingface_hub reads HF_HUB_OFFLINE only once, at import time
         path = snapshot_download(name, allow_patterns=_DOWNLOAD_PATTERNS, local_files_only=offline)
     except Exception as exc:
-        reason = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise EmbedderError(
-            f"could not get {name} ({type(exc).__name__}: {reason}): {_FIX}"
-        ) from exc
+        why = (
+            "not in the local cache, and HF_HUB_OFFLINE forbids a download"
+            if offline
+            else f"not in the local cache, and the download failed: {type(exc).__name__}"
+        )
+        raise EmbedderError(f"could not get the weights of {name} ({why})", _FIX) from exc
     return Path(path)
 
 

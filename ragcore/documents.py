@@ -9,7 +9,6 @@ size; `scan_markdown` walks a folder and reports such files instead of stopping.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import os
@@ -26,6 +25,7 @@ __all__ = [
     "DEFAULT_EXCLUDES",
     "Chunk",
     "Document",
+    "PathRule",
     "Skipped",
     "chunk_document",
     "load_markdown",
@@ -275,32 +275,79 @@ class Skipped:
     reason: str
 
 
-def _matches(rel: str, patterns: Sequence[str]) -> bool:
-    return any(
-        fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(os.path.basename(rel), p) for p in patterns
-    )
+class PathRule:
+    """Which files of a folder are documents: one rule for scanning a folder and for checking
+    a single path (so a search can never return an id that a lookup refuses).
 
+    A path qualifies when it is a clean relative POSIX path (no empty, `.` or `..` part) of a
+    `.md` file, no folder on the way is hidden (`.name`) or one of `exclude_dirs`, it matches
+    `include` and does not match `exclude`. Patterns have gitignore semantics (`pathspec`):
+    `*.md` matches at any depth, `docs/*.md` only directly under `docs/`, `docs/**` everything
+    below it, a pattern naming a folder covers everything inside it.
 
-def included(
-    rel: str,
-    *,
-    include: Sequence[str] = ("*.md",),
-    exclude: Sequence[str] = (),
-    exclude_dirs: Sequence[str] = DEFAULT_EXCLUDES,
-) -> bool:
-    """Would `scan_markdown` yield the file at `rel` (a relative POSIX path)? Only `.md`
-    files, no hidden or excluded folder on the way, matching `include` and not `exclude`."""
-    parts = rel.split("/")
-    if not parts[-1].lower().endswith(".md") or any(p in ("", ".", "..") for p in parts):
-        return False
-    folders = parts[:-1]
-    if any(p in exclude_dirs or p.startswith(".") for p in folders):
-        return False
-    if any(_matches("/".join(parts[: i + 1]), exclude) for i in range(len(folders))):
-        return False
-    if include and not _matches(rel, include):
-        return False
-    return not (exclude and _matches(rel, exclude))
+    On disk (`resolve`), a document must also be a regular file whose real path stays inside
+    the root: a symbolic link that leads outside is refused.
+    """
+
+    def __init__(
+        self,
+        include: Sequence[str] = ("*.md",),
+        exclude: Sequence[str] = (),
+        exclude_dirs: Sequence[str] = DEFAULT_EXCLUDES,
+    ):
+        import pathspec
+
+        self.include = tuple(include)
+        self.exclude = tuple(exclude)
+        self.exclude_dirs = frozenset(exclude_dirs)
+        self._include = pathspec.GitIgnoreSpec.from_lines(self.include) if self.include else None
+        self._exclude = pathspec.GitIgnoreSpec.from_lines(self.exclude)
+
+    def matches(self, rel: str) -> bool:
+        parts = rel.split("/")
+        if not parts[-1].lower().endswith(".md") or any(p in ("", ".", "..") for p in parts):
+            return False
+        if any(p in self.exclude_dirs or p.startswith(".") for p in parts[:-1]):
+            return False
+        if self._include is not None and not self._include.match_file(rel):
+            return False
+        return not self._exclude.match_file(rel)
+
+    def _prune(self, rel_dir: str) -> bool:
+        """True when no file below the folder `rel_dir` can match (a shortcut for scans)."""
+        name = rel_dir.rsplit("/", 1)[-1]
+        return (
+            name in self.exclude_dirs
+            or name.startswith(".")
+            or self._exclude.match_file(rel_dir + "/")
+        )
+
+    def resolve(self, root: str | Path, rel: str) -> Path | None:
+        """The file behind `rel` if it is a document of `root`: the rule matches, it is a
+        regular file, and its real path is inside the root. Else None."""
+        if not self.matches(rel):
+            return None
+        root = Path(root).resolve()
+        full = root / rel
+        try:
+            real = full.resolve()
+            if not real.is_relative_to(root) or not real.is_file():
+                return None
+        except OSError:
+            return None
+        return full
+
+    def scan(self, root: str | Path) -> Iterator[tuple[str, Path]]:
+        """(relative path, absolute path) of every document under `root`, sorted."""
+        root = Path(root).resolve()
+        for dirpath, dirnames, filenames in os.walk(root):
+            rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+            rel_dir = "" if rel_dir == "." else rel_dir + "/"
+            dirnames[:] = sorted(d for d in dirnames if not self._prune(rel_dir + d))
+            for name in sorted(filenames):
+                rel = rel_dir + name
+                if self.matches(rel) and self.resolve(root, rel) is not None:
+                    yield rel, Path(dirpath) / name
 
 
 def scan_markdown(
@@ -310,27 +357,6 @@ def scan_markdown(
     exclude: Sequence[str] = (),
     exclude_dirs: Sequence[str] = DEFAULT_EXCLUDES,
 ) -> Iterator[tuple[str, Path]]:
-    """Yield (relative path, absolute path) of the `.md` files under `root`, sorted, skipping
-    excluded folders and symlinks that leave the root."""
-    root = Path(root).resolve()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in exclude_dirs)
-        rel_dir = os.path.relpath(dirpath, root)
-        dirnames[:] = [
-            d for d in dirnames if not _matches(os.path.normpath(os.path.join(rel_dir, d)), exclude)
-        ]
-        for name in sorted(filenames):
-            if not name.lower().endswith(".md"):
-                continue
-            full = Path(dirpath) / name
-            rel = os.path.normpath(os.path.join(rel_dir, name)).replace(os.sep, "/")
-            if include and not _matches(rel, include):
-                continue
-            if exclude and _matches(rel, exclude):
-                continue
-            try:
-                if full.is_symlink() and not full.resolve().is_relative_to(root):
-                    continue
-            except OSError:
-                continue
-            yield rel, full
+    """Yield (relative path, absolute path) of the `.md` files under `root` that `PathRule`
+    admits, sorted; symlinks that leave the root are skipped."""
+    return PathRule(include, exclude, exclude_dirs).scan(root)

@@ -1,10 +1,11 @@
-"""The errors ragcore raises. Each message says what went wrong and how to fix it.
+"""The errors ragcore raises. Each carries a stable `code`, a message that says what went wrong
+and, where there is one, a `fix`.
 
-RagcoreError
-├── DocumentError        a file could not be loaded (not UTF-8, binary, too large, bad frontmatter)
-├── EmbedderError        a model is missing, incomplete or unknown
-└── IndexError_          the index is missing, inconsistent, or built with another embedder
-    └── IndexInconsistent   manifest and store disagree: run `memory-agent rebuild`
+RagcoreError                      code (the base: invalid, a bad input file)
+├── DocumentError                 document  a file could not be loaded (binary, too large, ...)
+├── EmbedderError                 model     a model is missing, incomplete or unknown
+└── IndexError_                   index     the index is missing, or built with another embedder
+    └── IndexInconsistent         index     manifest and store disagree: rebuild
 """
 
 from __future__ import annotations
@@ -15,17 +16,31 @@ __all__ = ["DocumentError", "EmbedderError", "IndexError_", "IndexInconsistent",
 class RagcoreError(Exception):
     """Base class of every error ragcore raises on purpose."""
 
+    code = "invalid"  # raised as such only for bad input files (a bench folder)
+    default_fix = ""
+
+    def __init__(self, message: str = "", fix: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix if fix is not None else self.default_fix
+
 
 class DocumentError(RagcoreError):
     """A document could not be loaded; the message names the file and the reason."""
+
+    code = "document"
 
 
 class EmbedderError(RagcoreError):
     """An embedding model is missing, incomplete or unknown; the message says how to get it."""
 
+    code = "model"
+
 
 class IndexError_(RagcoreError):  # noqa: N801 - keep clear of the builtin IndexError
     """The index cannot serve: missing, built with another embedder, or damaged."""
+
+    code = "index"
 
 
 class IndexInconsistent(IndexError_):

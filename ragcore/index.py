@@ -37,7 +37,7 @@ from ragcore.errors import IndexError_, IndexInconsistent
 from ragcore.lexical import BM25Index, Tokenizer, term_frequencies
 from ragcore.store import Point, QdrantStore
 
-__all__ = ["BuildReport", "Consistency", "Index", "RefreshReport"]
+__all__ = ["BuildReport", "Consistency", "Index", "Prepared", "RefreshReport"]
 
 MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
@@ -77,6 +77,16 @@ class BuildReport:
     embedded: int
     seconds: float
     removed_generations: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Prepared:
+    """A generation written and checked, not yet live."""
+
+    generation: str
+    documents: int
+    chunks: int
+    seconds: float
 
 
 @dataclass
@@ -264,6 +274,12 @@ class Index:
             manifest_points = sum(d["chunks"] for d in self._manifest["docs"].values())
             points = self._store.count()
             problems = []
+            current = self.current()
+            if current != self._generation:
+                problems.append(
+                    f"CURRENT names {current or 'no generation'} but {self._generation} is open"
+                    + ("" if current and (self.root / current).is_dir() else " (it is missing)")
+                )
             if points != manifest_points:
                 problems.append(
                     f"the store holds {points} points but the manifest lists {manifest_points}"
@@ -328,59 +344,74 @@ class Index:
         The live generation keeps serving until the switch. Orphans of builds that died and
         generations older than the previous one are removed afterwards.
         """
+        return self.activate(self.prepare(docs, progress))
+
+    def prepare(self, docs: Iterable[Document], progress: Progress | None = None) -> Prepared:
+        """Write and check a new generation without switching to it. Takes no lock: searches
+        on the live generation go on meanwhile (one prepare at a time is the caller's job)."""
+        start = time.perf_counter()
+        docs = list(docs)
+        self.root.mkdir(parents=True, exist_ok=True)
+        seen: set[str] = set()
+        unique_docs = []
+        for doc in docs:
+            if doc.id in seen:
+                raise IndexError_(f"two documents share the id {doc.id!r}; ids must be unique")
+            seen.add(doc.id)
+            unique_docs.append(doc)
+        name = self._next_generation()
+        gen_dir = self.root / name
+        gen_dir.mkdir()
+        store = self._store_for(name)
+        manifest: dict[str, Any] = {
+            "format": 1,
+            "generation": name,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "embedder": {
+                "id": self.embedder.model_id,
+                "dim": self.embedder.dim,
+                "sparse": self.embedder.has_sparse,
+            },
+            "max_chars": self.max_chars,
+            "docs": {},
+        }
+        chunks = 0
+        try:
+            sparse_names = ["bm25", "sparse"] if self.embedder.has_sparse else ["bm25"]
+            store.create(self.embedder.dim, sparse_names)
+            with store.bulk():
+                for batch in self._points(unique_docs, progress, 0, len(unique_docs)):
+                    store.upsert(batch)
+                    chunks += len(batch)
+            for doc in unique_docs:
+                manifest["docs"][doc.id] = self._manifest_entry(doc)
+            atomic_write(gen_dir / MANIFEST, json.dumps(manifest, ensure_ascii=False).encode())
+            points = store.count()
+            expected = sum(d["chunks"] for d in manifest["docs"].values())
+            if points != expected or chunks != expected:
+                raise IndexInconsistent(
+                    f"new generation {name} holds {points} points, expected {expected}; "
+                    "CURRENT was not switched"
+                )
+        finally:
+            store.close()
+        return Prepared(name, len(unique_docs), chunks, time.perf_counter() - start)
+
+    def activate(self, prepared: Prepared) -> BuildReport:
+        """Switch CURRENT to a prepared generation (atomically) and open it."""
         with self.lock:
             start = time.perf_counter()
-            docs = list(docs)
-            self.root.mkdir(parents=True, exist_ok=True)
-            seen: set[str] = set()
-            unique_docs = []
-            for doc in docs:
-                if doc.id in seen:
-                    raise IndexError_(f"two documents share the id {doc.id!r}; ids must be unique")
-                seen.add(doc.id)
-                unique_docs.append(doc)
-            name = self._next_generation()
-            gen_dir = self.root / name
-            gen_dir.mkdir()
-            store = self._store_for(name)
-            manifest: dict[str, Any] = {
-                "format": 1,
-                "generation": name,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "embedder": {
-                    "id": self.embedder.model_id,
-                    "dim": self.embedder.dim,
-                    "sparse": self.embedder.has_sparse,
-                },
-                "max_chars": self.max_chars,
-                "docs": {},
-            }
-            chunks = 0
-            try:
-                sparse_names = ["bm25", "sparse"] if self.embedder.has_sparse else ["bm25"]
-                store.create(self.embedder.dim, sparse_names)
-                with store.bulk():
-                    for batch in self._points(unique_docs, progress, 0, len(unique_docs)):
-                        store.upsert(batch)
-                        chunks += len(batch)
-                for doc in unique_docs:
-                    manifest["docs"][doc.id] = self._manifest_entry(doc)
-                atomic_write(gen_dir / MANIFEST, json.dumps(manifest, ensure_ascii=False).encode())
-                points = store.count()
-                expected = sum(d["chunks"] for d in manifest["docs"].values())
-                if points != expected or chunks != expected:
-                    raise IndexInconsistent(
-                        f"new generation {name} holds {points} points, expected {expected}; "
-                        "CURRENT was not switched"
-                    )
-            finally:
-                store.close()
             previous = self.current()
-            atomic_write(self.root / CURRENT, (name + "\n").encode())
-            removed = self._clean(keep={name, previous} - {None})
+            atomic_write(self.root / CURRENT, (prepared.generation + "\n").encode())
+            removed = self._clean(keep={prepared.generation, previous} - {None})
             self.open()
             return BuildReport(
-                name, len(unique_docs), chunks, chunks, time.perf_counter() - start, removed
+                prepared.generation,
+                prepared.documents,
+                prepared.chunks,
+                prepared.chunks,
+                prepared.seconds + time.perf_counter() - start,
+                removed,
             )
 
     def _manifest_entry(self, doc: Document) -> dict[str, Any]:

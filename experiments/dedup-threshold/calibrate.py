@@ -12,8 +12,9 @@ import numpy as np
 
 from memory_agent import config
 from memory_agent.gateway import Gateway
-from memory_agent.kb import iter_entry_files, read_entry
+from memory_agent.kb import read_entry
 from memory_agent.memory import Memory
+from memory_agent.scanner import kb_files
 
 HERE = Path(__file__).parent
 
@@ -37,7 +38,7 @@ def main() -> None:
             "restated": [],
         }
         worst = {}
-        for path in iter_entry_files(memory.kb_dir):
+        for path in kb_files(memory.kb_dir)[0]:
             entry = read_entry(path)
             if entry.status != "active":
                 continue

@@ -6,8 +6,9 @@ import json
 from functools import cache
 from pathlib import Path
 
-from memory_agent.kb import iter_entry_files, read_entry
+from memory_agent.kb import read_entry
 from memory_agent.memory import DEMO_KB
+from memory_agent.scanner import kb_files
 
 REWORDINGS = (
     Path(__file__).resolve().parents[2] / "experiments" / "dedup-threshold" / "rewordings.jsonl"
@@ -16,11 +17,7 @@ REWORDINGS = (
 
 @cache
 def facts() -> list[tuple[str, str]]:
-    out = [
-        (e.title, e.body)
-        for e in map(read_entry, iter_entry_files(DEMO_KB))
-        if e.status == "active"
-    ]
+    out = [(e.title, e.body) for e in map(read_entry, kb_files(DEMO_KB)[0]) if e.status == "active"]
     for line in REWORDINGS.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         if row["kind"] == "related":

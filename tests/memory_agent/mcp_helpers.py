@@ -29,10 +29,12 @@ class ProxySession(session.ProxySession):
     def __init__(self, home: Path, cache: Path, **extra_env: str):
         super().__init__(home, env=env_for(home, cache, **extra_env))
 
-    def send(self, method: str, params: dict | None = None, notify: bool = False):
+    def send(
+        self, method: str, params: dict | None = None, notify: bool = False, timeout: float = 120
+    ):
         if notify:
             return self.notify(method, params)
-        return super().send(method, params, timeout=120)
+        return super().send(method, params, timeout=timeout)
 
 
 def daemon_pids(home: Path) -> list[int]:

@@ -70,7 +70,8 @@ def _round_trip(home, shared_cache):
     )
     assert rc == 0 and preview["status"] == "preview"
     rc, error = run(home, shared_cache, "archive", "no-such-id", "--reason", "x", "--confirm")
-    assert rc == 2 and error["code"] == "not_found" and "memory_search" in error["error"]
+    error = error["error"]
+    assert rc == 2 and error["code"] == "not_found" and "`memory-agent search`" in error["fix"]
     rc, status = run(home, shared_cache, "status")
     assert rc == 0 and status["consistent"] and status["entries"] == 80
     rc, rebuilt = run(home, shared_cache, "rebuild")
@@ -83,4 +84,5 @@ def _round_trip(home, shared_cache):
 
 def test_commands_before_init_name_the_fix(tmp_path, shared_cache):
     rc, error = run(tmp_path / "nowhere", shared_cache, "status")
-    assert rc == 2 and error["code"] == "not_ready" and "memory-agent init" in error["error"]
+    error = error["error"]
+    assert rc == 2 and error["code"] == "not_ready" and "memory-agent init" in error["fix"]

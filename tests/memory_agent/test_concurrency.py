@@ -132,7 +132,11 @@ def test_a_kill_between_commit_and_refresh_is_repaired_and_the_index_reconciled(
     status = memory.status()
     assert status["pending"] == 0 and status["consistent"] and status["entries"] == 2
     # the killed call's retry gets its reply, with the commit that was made before the kill
-    retry = Gateway(memory).add("Killed mid-write", "ignored on replay", request_id="req-killed-2")
+    retry = Gateway(memory).add(
+        "Killed mid-write",
+        "The process was killed while writing this entry.",
+        request_id="req-killed-2",
+    )
     assert retry["status"] == "created" and retry["id"] == "killed-mid-write"
     assert (
         retry["commit"]

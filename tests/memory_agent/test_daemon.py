@@ -141,7 +141,7 @@ def test_the_socket_is_owner_only_and_a_second_daemon_refuses(home, shared_cache
         env=env_for(home, shared_cache),
         timeout=60,
     )
-    assert second.returncode == 1
+    assert second.returncode == 2
     assert f"already running for this home (pid {health['pid']})" in second.stderr
     assert second.stdout == ""
 
@@ -221,7 +221,9 @@ def test_a_write_in_flight_when_the_daemon_dies_carries_over_only_with_its_reque
                 },
             },
         )
-        assert "error" in reply and "request_id" in reply["error"]["message"]
+        error = reply["result"]["structuredContent"]["error"]
+        assert reply["result"]["isError"] and error["code"] == "daemon"
+        assert "request_id" in error["fix"]
         # it was committed before the crash; the next daemon finishes it once its model is up
         assert DaemonClient(home).admin("sync")["pending"] == 0
         hits = _structured(s.call("memory_search", query="written as the daemon died"))["hits"]
@@ -241,7 +243,7 @@ def test_a_write_in_flight_when_the_daemon_dies_carries_over_only_with_its_reque
             s.call(
                 "memory_add",
                 title="Carried over by its request id",
-                body="ignored",
+                body="The proxy retried this after the restart.",
                 request_id="carry-1",
             )
         )

@@ -66,7 +66,7 @@ def test_exact_and_near_duplicates_write_nothing(memory, gateway):
         ({"title": "T", "body": "   "}, "body: empty"),
         ({"title": "T", "body": "b", "type": "idea"}, "type: 'idea' is not a type"),
         ({"title": "T", "body": "b", "tags": ["has space"]}, "tags:"),
-        ({"title": "line one\nline two", "body": "b"}, "title: must be one line"),
+        ({"title": "line one\nline two", "body": "b"}, "title: contains control characters"),
     ],
 )
 def test_invalid_entries_are_refused_and_nothing_is_written(memory, gateway, kwargs, message):
@@ -135,8 +135,9 @@ def test_archive_previews_then_retires_the_entry_which_stays_on_disk(memory, gat
 
 
 def test_unknown_ids_are_refused_with_a_hint(gateway):
-    with pytest.raises(NotFound, match="memory_search"):
+    with pytest.raises(NotFound, match="no entry with id 'no-such-entry'") as refused:
         gateway.supersede("no-such-entry", "t", "b", confirm=True)
+    assert "memory_search" in refused.value.fix
 
 
 def test_a_retried_request_id_returns_the_first_reply(memory, gateway):

@@ -65,7 +65,9 @@ def run_suite(work: Path, model) -> tuple[list[tuple[str, object]], dict[str, st
         return lambda r: _check(r.get("status") == s, r)
 
     def error_is(code, words=""):
-        return lambda r: _check(r.get("code") == code and words in r.get("error", ""), r)
+        return lambda r: _check(
+            r.get("code") == code and words in r.get("message", "") + r.get("fix", ""), r
+        )
 
     commits = lambda: int(git(memory.kb_dir, "rev-list", "--count", "HEAD"))  # noqa: E731
     body = "Run `kctl cache purge --tenant <id>` after changing a tenant's synonym list."
@@ -174,8 +176,18 @@ def run_suite(work: Path, model) -> tuple[list[tuple[str, object]], dict[str, st
     first = results[-1][1]
     case(
         "retry with the same request id",
-        lambda: gw.add("ignored", "ignored", request_id="r1"),
+        lambda: gw.add(
+            "Staging has 2 replicas",
+            "Staging runs two API replicas, production six.",
+            "fact",
+            request_id="r1",
+        ),
         lambda r: _check(_normal(r, home) == first, r),
+    )
+    case(
+        "the same request id for another write",
+        lambda: gw.add("Something else", "Another body.", request_id="r1"),
+        error_is("conflict", "staging-has-2-replicas"),
     )
     case(
         "read-only entry found",

@@ -190,11 +190,11 @@ def test_a_model_name_that_cannot_be_downloaded_points_to_minilm(
     emb = BGEM3Embedder("nonexistent-org/nonexistent-model")  # resolved lazily
     with pytest.raises(EmbedderError) as info:
         emb.load()
-    message = str(info.value)
-    assert "nonexistent-org/nonexistent-model" in message
-    assert "minilm" in message
-    with pytest.raises(EmbedderError, match="minilm"):
+    assert "nonexistent-org/nonexistent-model" in info.value.message
+    assert "minilm" in info.value.fix
+    with pytest.raises(EmbedderError) as lazily:
         _ = BGEM3Embedder("nonexistent-org/nonexistent-model").model_id
+    assert "minilm" in lazily.value.fix
 
 
 def test_a_missing_local_path_is_reported_as_a_path_not_downloaded(tmp_path: Path) -> None:

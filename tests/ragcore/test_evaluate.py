@@ -107,7 +107,7 @@ def test_eval_cli_names_missing_files(tmp_path):
     result = _eval(tmp_path / "empty", tmp_path / "cache")
     assert result.returncode == 2
     assert "needs corpus.jsonl, queries.jsonl and qrels.tsv" in result.stderr
-    assert result.stdout == ""
+    assert json.loads(result.stdout)["error"]["code"] == "invalid"  # --json: the error as JSON
 
 
 @pytest.mark.slow

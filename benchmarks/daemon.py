@@ -1,16 +1,26 @@
-"""Benchmark of the daemon and the proxy, on a 1k-entry KB with MiniLM.
+"""Scale benchmark of the product path: the daemon and the proxy at 1k, 10k and 100k entries.
 
-    .venv/bin/python benchmarks/daemon.py [--entries 1000] [--searches 100] [--adds 30] [--json]
+    .venv/bin/python benchmarks/daemon.py [--entries 1000,10000,100000] [--searches 200]
+        [--adds 30] [--fd-adds 0] [--work DIR] [--json]
 
-Prints:
-- proxy RSS (MB) after a session's worth of calls;
-- daemon RSS idle (started, index open, no model) and with the model loaded;
-- proxy cold start (no daemon running) to the first tool result, and to the first full
-  (non-degraded) search; warm start (daemon up, model loaded) to the first result;
-- search and add round trips through the proxy, p50 / p95 (ms).
+Everything goes through real processes: a `memory-agent proxy` subprocess speaking JSON-RPC on
+stdio and the daemon it starts, MiniLM, the default filters (status active, every source),
+limit 8. Per size it prints:
+- embed p50: the embedder's own query latency (the same MiniLM and queries, one torch thread,
+  in this process while the daemon is idle) - the floor of a search;
+- search p50 / p95 through the proxy, and p50 minus the embed p50 (what the memory adds);
+- add p50 / p95 through the proxy (dedup, validation, write, commit, index refresh);
+- daemon RSS idle (started, nothing asked) and with the model loaded;
+- daemon start to the first answer (lexical while the model loads) and to the first full one;
+- a full rebuild with every embedding in the cache;
+- open file descriptors of the daemon after 10 adds and after `--fd-adds` more (0: skipped).
 
-The KB is synthetic (seeded word salad, distinct enough that dedup refuses none of it),
-written as files and committed once, as a `git pull` would bring it.
+Entries have a realistic size: a title sentence and 2-5 body sentences sampled, with a fixed
+seed, from the SciFact and LoCoMo corpora in ../shared/bench (read here, never copied); the
+queries are those benchmarks' dev queries. Without ../shared a seeded word-salad generator
+and word-salad queries stand in. Homes and the embedding cache live in --work (default
+/tmp/memory-agent-bench) so a second run embeds nothing: the first 100k index embeds every
+entry once (tens of minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -19,9 +29,9 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +40,14 @@ from memory_agent.client import DaemonClient
 from memory_agent.memory import Memory
 from memory_agent.session import ProxySession
 
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT.parent / "shared" / "bench"
 WORDS = (Path(__file__).parent / "core.py").read_text().split('"""')[3].split()  # core's VOCAB
+TARGETS = {  # issue 10: search p50 - embed p50, add p50, daemon RSS with the model (2 cores)
+    1000: (8, 120, 750),
+    10000: (15, 150, 850),
+    100000: (40, 300, 1300),
+}
 
 
 def rss_mb(pid: int) -> float:
@@ -40,38 +57,8 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def entry_text(rng: random.Random, n: int) -> tuple[str, str]:
-    words = [rng.choice(WORDS) for _ in range(60)]
-    return f"Note {n}: {' '.join(words[:6])}", " ".join(words[6:]) + f" (case {n})."
-
-
-def make_kb(home: Path, entries: int) -> None:
-    Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
-    rng = random.Random(7)
-    folder = home / "kb" / "note"
-    folder.mkdir(parents=True, exist_ok=True)
-    for n in range(entries):
-        title, body = entry_text(rng, n)
-        (folder / f"bench-{n:05d}.md").write_text(
-            f"---\nid: bench-{n:05d}\ntitle: '{title}'\ntype: note\nstatus: active\n"
-            f"created: 2026-11-01T00:00:00Z\n---\n{body}\n"
-        )
-    subprocess.run(["git", "-C", str(home / "kb"), "add", "note"], check=True)
-    subprocess.run(
-        [
-            "git",
-            "-C",
-            str(home / "kb"),
-            "-c",
-            "user.name=b",
-            "-c",
-            "user.email=b@b",
-            "commit",
-            "-qm",
-            "bench entries",
-        ],
-        check=True,
-    )
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def pct(values: list[float], p: float) -> float:
@@ -79,84 +66,210 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
 
 
+class Text:
+    """Sentences and queries: real text from ../shared/bench, else seeded word salad."""
+
+    def __init__(self, seed: int = 7):
+        self.rng = random.Random(seed)
+        self.sentences: list[str] = []
+        self.queries: list[str] = []
+        for name in ("scifact", "locomo"):
+            corpus = BENCH / name / "corpus.jsonl"
+            if not corpus.is_file():
+                continue
+            for line in corpus.read_text(encoding="utf-8").splitlines():
+                row = json.loads(line)
+                for s in (row.get("text") or "").replace("\n", " ").split(". "):
+                    s = " ".join(s.split())
+                    if 40 <= len(s) <= 300:
+                        self.sentences.append(s.rstrip(".") + ".")
+            for line in (BENCH / name / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+                self.queries.append(json.loads(line)["query"])
+        self.real = bool(self.sentences)
+        if not self.real:
+            self.sentences = [
+                " ".join(self.rng.choice(WORDS) for _ in range(12)).capitalize() + "."
+                for _ in range(20000)
+            ]
+            self.queries = [
+                " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(2, 7)))
+                for _ in range(1000)
+            ]
+
+    def entry(self, n: int) -> tuple[str, str]:
+        title = self.rng.choice(self.sentences)[:150].rstrip(".")
+        body = " ".join(self.rng.sample(self.sentences, self.rng.randint(2, 5)))
+        return f"{title} ({n})", body
+
+
+def make_kb(home: Path, entries: int, text: Text) -> None:
+    Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
+    folder = home / "kb" / "note"
+    folder.mkdir(parents=True, exist_ok=True)
+    for n in range(entries):
+        title, body = text.entry(n)
+        title = title.replace("'", "''")
+        (folder / f"bench-{n:06d}.md").write_text(
+            f"---\nid: bench-{n:06d}\ntitle: '{title}'\ntype: note\nstatus: active\n"
+            f"created: 2026-11-01T00:00:00Z\n---\n{body}\n"
+        )
+    git = ["git", "-C", str(home / "kb")]
+    subprocess.run([*git, "add", "note"], check=True)
+    subprocess.run(
+        [*git, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "bench entries"],
+        check=True,
+    )
+
+
+def embed_p50(queries: list[str]) -> float:
+    from ragcore import MiniLMEmbedder
+
+    model = MiniLMEmbedder()
+    model.load()
+    model.embed_query("warm up")
+    times = []
+    for q in queries:
+        t = time.perf_counter()
+        model.embed_query(q)
+        times.append((time.perf_counter() - t) * 1000)
+    return pct(times, 0.5)
+
+
+def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]:
+    out: dict[str, float] = {"entries": size}
+    home = args.work / f"home-{size}"
+    env = dict(
+        os.environ,
+        MEMORY_AGENT_HOME=str(home),
+        MEMORY_AGENT_EMBEDDER="minilm",
+        MEMORY_AGENT_CACHE=str(args.work / "cache"),
+        MEMORY_AGENT_IDLE_EXIT="0",
+        MEMORY_AGENT_START_TIMEOUT="3600",
+    )
+    os.environ.update({k: env[k] for k in ("MEMORY_AGENT_CACHE", "MEMORY_AGENT_START_TIMEOUT")})
+    client = DaemonClient(home, timeout=7200)
+    client.stop(wait=True)
+    if not (home / "kb" / ".git").exists():
+        print(f"[{size}] writing {size} entries", file=sys.stderr)
+        text.rng.seed(size)
+        make_kb(home, size, text)
+    else:  # a rerun: drop the entries earlier runs added, keep the KB as generated
+        subprocess.run(["git", "-C", str(home / "kb"), "reset", "-q", "--hard", "HEAD"])
+        subprocess.run(["git", "-C", str(home / "kb"), "clean", "-qfdx"])
+    shutil.rmtree(home / "index", ignore_errors=True)
+    shutil.rmtree(home / "events", ignore_errors=True)
+    shutil.rmtree(home / "run" / "requests", ignore_errors=True)
+    print(f"[{size}] first index (cached embeddings make reruns cheap)", file=sys.stderr)
+    t = time.perf_counter()
+    client.ensure()
+    client.admin("sync")
+    out["first_index_s"] = time.perf_counter() - t
+    client.stop(wait=True)
+
+    client.ensure()  # a fresh daemon that has answered nothing but /health
+    pid = client.health()["pid"]
+    time.sleep(1.0)
+    out["daemon_rss_idle_mb"] = rss_mb(pid)
+    client.stop(wait=True)
+
+    queries = text.queries[: args.searches]
+    t = time.perf_counter()
+    s = ProxySession(home, env=env)
+    s.initialize()
+    first = s.call("memory_search", query=queries[0])
+    out["start_to_first_answer_ms"] = (time.perf_counter() - t) * 1000
+    out["first_answer_degraded"] = float("degraded" in (first.get("structuredContent") or {}))
+    pid = client.health()["pid"]
+    while "degraded" in (s.call("memory_search", query=queries[1])["structuredContent"] or {}):
+        time.sleep(0.05)
+    out["start_to_full_answer_ms"] = (time.perf_counter() - t) * 1000
+    for q in queries[:5]:  # warm up
+        s.call("memory_search", query=q)
+    searches = []
+    for q in queries:
+        t = time.perf_counter()
+        reply = s.call("memory_search", query=q, limit=8)
+        searches.append((time.perf_counter() - t) * 1000)
+        assert not reply.get("isError"), reply
+    adds = []
+    text.rng.seed(size + 1)
+    for n in range(args.adds):
+        title, body = text.entry(10_000_000 + n)
+        t = time.perf_counter()
+        reply = s.call("memory_add", title=title, body=body)
+        adds.append((time.perf_counter() - t) * 1000)
+        assert reply["structuredContent"]["status"] in ("created", "duplicate"), reply
+    if args.fd_adds:
+        fds_10 = open_fds(pid)
+        for n in range(args.fd_adds):
+            title, body = text.entry(20_000_000 + n)
+            s.call("memory_add", title=title, body=body)
+        out["fds_after_10_adds"] = fds_10
+        out[f"fds_after_{args.fd_adds}_more_adds"] = open_fds(pid)
+    out["proxy_rss_mb"] = rss_mb(s.pid)
+    out["daemon_rss_model_mb"] = rss_mb(pid)
+    out["search_p50_ms"], out["search_p95_ms"] = pct(searches, 0.5), pct(searches, 0.95)
+    out["add_p50_ms"], out["add_p95_ms"] = pct(adds, 0.5), pct(adds, 0.95)
+    s.close()
+    t = time.perf_counter()
+    client.admin("rebuild")
+    out["rebuild_cached_s"] = time.perf_counter() - t
+    client.stop(wait=True)
+    out["embed_p50_ms"] = embed_p50(queries)
+    out["search_minus_embed_ms"] = out["search_p50_ms"] - out["embed_p50_ms"]
+    return out
+
+
+def report(rows: list[dict[str, float]], real: bool) -> None:
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line),
+        "?",
+    )
+    print(
+        f"daemon + proxy, MiniLM, default filters, {os.cpu_count()} cores ({cpu}), "
+        f"{'SciFact/LoCoMo text and queries' if real else 'word-salad text'}"
+    )
+    print(
+        "| entries | embed p50 | search p50 / p95 | search - embed (target) | add p50 / p95 "
+        "(target) | RSS idle / model (target) | start -> lexical / full | rebuild cached |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        t = TARGETS.get(int(r["entries"]), (float("nan"),) * 3)
+        print(
+            f"| {int(r['entries']):,} | {r['embed_p50_ms']:.1f} ms "
+            f"| {r['search_p50_ms']:.1f} / {r['search_p95_ms']:.1f} ms "
+            f"| {r['search_minus_embed_ms']:.1f} ms (<= {t[0]}) "
+            f"| {r['add_p50_ms']:.0f} / {r['add_p95_ms']:.0f} ms (<= {t[1]}) "
+            f"| {r['daemon_rss_idle_mb']:.0f} / {r['daemon_rss_model_mb']:.0f} MB (<= {t[2]}) "
+            f"| {r['start_to_first_answer_ms'] / 1000:.1f} / "
+            f"{r['start_to_full_answer_ms'] / 1000:.1f} s "
+            f"| {r['rebuild_cached_s']:.1f} s |"
+        )
+    for r in rows:
+        if any(k.startswith("fds_") for k in r):
+            fds = ", ".join(f"{k} {int(v)}" for k, v in r.items() if k.startswith("fds_"))
+            print(f"open fds at {int(r['entries']):,} entries: {fds}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--entries", type=int, default=1000)
-    parser.add_argument("--searches", type=int, default=100)
+    parser.add_argument("--entries", default="1000,10000,100000", help="sizes, comma-separated")
+    parser.add_argument("--searches", type=int, default=200)
     parser.add_argument("--adds", type=int, default=30)
+    parser.add_argument("--fd-adds", type=int, default=0, help="adds between the fd counts")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/memory-agent-bench"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    out: dict[str, float] = {}
-    rng = random.Random(11)
-    with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp) / "home"
-        env = dict(os.environ, MEMORY_AGENT_HOME=str(home), MEMORY_AGENT_EMBEDDER="minilm")
-        make_kb(home, args.entries)
-        client = DaemonClient(home)
-        # Index once (model load + embedding of the KB), then restart for clean numbers.
-        client.ensure()
-        client.admin("sync")
-        client.stop(wait=True)
-
-        client.ensure()  # a fresh daemon that has answered nothing but /health
-        daemon_pid = client.health()["pid"]
-        time.sleep(1.0)
-        out["daemon_rss_idle_mb"] = rss_mb(daemon_pid)
-        client.stop(wait=True)
-
-        t = time.perf_counter()
-        s = ProxySession(home, env=env)
-        s.initialize()
-        first = s.call("memory_search", query="daemon socket timeout")
-        out["cold_start_first_result_ms"] = (time.perf_counter() - t) * 1000
-        out["cold_first_result_degraded"] = float("degraded" in first["structuredContent"])
-        daemon_pid = client.health()["pid"]
-        while "degraded" in s.call("memory_search", query="warm up")["structuredContent"]:
-            time.sleep(0.05)
-        out["cold_start_full_search_ms"] = (time.perf_counter() - t) * 1000
-        s.close()
-
-        t = time.perf_counter()
-        s = ProxySession(home, env=env)
-        s.initialize()
-        s.call("memory_search", query="release process")
-        out["warm_start_first_result_ms"] = (time.perf_counter() - t) * 1000
-        searches = []
-        for _ in range(args.searches):
-            q = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 7)))
-            t = time.perf_counter()
-            s.call("memory_search", query=q, limit=8)
-            searches.append((time.perf_counter() - t) * 1000)
-        adds = []
-        for n in range(args.adds):
-            title, body = entry_text(rng, 100_000 + n)
-            t = time.perf_counter()
-            reply = s.call("memory_add", title=title, body=body)["structuredContent"]
-            adds.append((time.perf_counter() - t) * 1000)
-            assert reply["status"] == "created", reply
-        out["proxy_rss_mb"] = rss_mb(s.pid)
-        out["daemon_rss_model_mb"] = rss_mb(daemon_pid)
-        out["search_p50_ms"], out["search_p95_ms"] = pct(searches, 0.5), pct(searches, 0.95)
-        out["add_p50_ms"], out["add_p95_ms"] = pct(adds, 0.5), pct(adds, 0.95)
-        s.close()
-        client.stop(wait=True)
-    if args.json:
-        print(json.dumps({k: round(v, 1) for k, v in out.items()}))
-        return
-    print(f"daemon + proxy, {args.entries}-entry KB, MiniLM, {sys.platform}")
-    print(f"  proxy RSS                      {out['proxy_rss_mb']:7.1f} MB")
-    print(f"  daemon RSS idle (no model)     {out['daemon_rss_idle_mb']:7.1f} MB")
-    print(f"  daemon RSS with the model      {out['daemon_rss_model_mb']:7.1f} MB")
-    print(
-        f"  cold start -> first result     {out['cold_start_first_result_ms']:7.0f} ms"
-        f"{' (degraded: lexical only)' if out['cold_first_result_degraded'] else ''}"
-    )
-    print(f"  cold start -> full search      {out['cold_start_full_search_ms']:7.0f} ms")
-    print(f"  warm start -> first result     {out['warm_start_first_result_ms']:7.0f} ms")
-    print(
-        f"  search round trip p50 / p95    {out['search_p50_ms']:7.1f} / {out['search_p95_ms']:.1f} ms"
-    )
-    print(f"  add round trip p50 / p95       {out['add_p50_ms']:7.1f} / {out['add_p95_ms']:.1f} ms")
+    args.work.mkdir(parents=True, exist_ok=True)
+    text = Text()
+    rows = []
+    for size in (int(x) for x in args.entries.split(",")):
+        rows.append(measure(size, args, text))
+        if args.json:
+            print(json.dumps({k: round(v, 2) for k, v in rows[-1].items()}), flush=True)
+    if not args.json:
+        report(rows, text.real)
 
 
 if __name__ == "__main__":

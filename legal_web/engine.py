@@ -177,7 +177,7 @@ class LegalEngine:
                 if len(sentence) < 8 or sentence.startswith("#"):
                     continue
                 terms = set(self.tokenizer(sentence))
-                overlap = sum(self.index.bm25.token_idf(t) for t in q_terms & terms)
+                overlap = sum(self.index.token_idf(t) for t in q_terms & terms)
                 # Earlier passages and earlier sentences win ties.
                 scored.append((overlap / (1 + 0.15 * (n - 1)), -n, -i, n, sentence))
         best = sorted(scored, reverse=True)[:sentences]

@@ -31,6 +31,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         cache_dir=cfg.cache_dir,
         max_queries=args.max_queries,
         progress=None if args.quiet else _progress,
+        searcher=product_searcher(cfg),
     )
     if args.run_out:
         with open(args.run_out, "w", encoding="utf-8") as fh:
@@ -52,6 +53,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "the rest from the cache)"
         )
     return 0
+
+
+def product_searcher(cfg: config_mod.Config):
+    """The search a tool call makes - the default filter (active entries, every source), then
+    the ranking with empty usage stats - on the benchmark's index."""
+    from memory_agent.clock import Clock
+    from memory_agent.reads import default_filter, link_graph, rank
+
+    now = Clock.from_setting(cfg.clock).now()
+    graphs: dict[int, dict] = {}
+
+    def searcher(index, query: str, limit: int) -> list[str]:
+        graph = graphs.get(index.revision)
+        if graph is None:
+            graph = graphs[index.revision] = link_graph(index)
+        found = rank(index, query, default_filter(), limit=limit, stats={}, now=now, graph=graph)
+        return [h["id"] for h in found.reply["hits"]]
+
+    return searcher
 
 
 def _home(args: argparse.Namespace) -> Path:
@@ -571,7 +591,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_eval,
         "score retrieval on a benchmark folder (corpus.jsonl, queries.jsonl, qrels.tsv)",
         "Index BENCH_DIR/corpus.jsonl in a temporary home through the production "
-        "indexing path, run BENCH_DIR/queries.jsonl through the production search path, and "
+        "indexing path, run BENCH_DIR/queries.jsonl through the search path of a tool call "
+        "(the default filter, then the ranking with empty usage stats), and "
         "print Recall@5, Recall@10, MRR@10, nDCG@10, query latency p50/p95 and index time. "
         "Embeddings are cached in $MEMORY_AGENT_CACHE (default <home>/cache), so a second run "
         "of the same corpus embeds nothing.",

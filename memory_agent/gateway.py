@@ -32,15 +32,16 @@ from memory_agent.kb import (
     ENTRY_TYPES,
     Entry,
     ValidationError,
+    content_key,
     entry_path,
     make_id,
     read_entry,
     render_entry,
     validate,
 )
-from memory_agent.memory import Memory, content_key
+from memory_agent.memory import Memory
 from memory_agent.scanner import KB_SOURCE, entry_file, taken_names
-from ragcore import Filter
+from ragcore import Document, Filter
 
 __all__ = ["DEDUP_THRESHOLDS", "Gateway"]
 
@@ -187,12 +188,9 @@ class Gateway:
     def _duplicate(self, title: str, body: str, exclude: set[str]) -> dict[str, Any] | None:
         """An active KB entry with the same normalised text, or a near-duplicate above the
         embedder's threshold."""
-        key = content_key(title, body)
-        for doc in self.memory.kb_documents():
-            if doc.id in exclude or doc.meta.get("status") != "active":
-                continue
-            if content_key(doc.title, doc.body) == key:
-                return {"duplicate_of": doc.id, "score": 1.0, "match": "exact"}
+        same = self.memory.same_text(content_key(title, body), exclude)
+        if same is not None:
+            return {"duplicate_of": same, "score": 1.0, "match": "exact"}
         threshold = DEDUP_THRESHOLDS.get(self.memory.cfg.embedder, 0.9)
         nearest = self.nearest(title, body, exclude)
         if nearest is not None and nearest[1] >= threshold:
@@ -205,19 +203,13 @@ class Gateway:
         """The active KB entry most similar to this text (cosine of the first chunk's dense
         vector against every stored chunk), or None. The dedup decision and its calibration
         (experiments/dedup-threshold) both use exactly this."""
-        from ragcore import Document, chunk_document
-
-        index = self.memory.index
-        chunk = chunk_document(Document("new", title, body), index.max_chars)[0]
-        vector = index.embedder.embed_documents([chunk.text])[0].dense
-        hits = index.store.search_dense(
-            vector, 5 + len(exclude), Filter(statuses=("active",), sources=(KB_SOURCE,))
+        hits = self.memory.index.similar(
+            Document("new", title, body),
+            limit=1,
+            flt=Filter(statuses=("active",), sources=(KB_SOURCE,)),
+            exclude=exclude,
         )
-        for chunk_id, score in hits:
-            doc_id = index.payloads.get(chunk_id, {}).get("doc_id")
-            if doc_id and doc_id not in exclude:
-                return doc_id, score
-        return None
+        return hits[0] if hits else None
 
     @staticmethod
     def _clean_tags(tags: Any) -> list[str]:

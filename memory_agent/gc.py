@@ -19,13 +19,12 @@ __all__ = ["plan"]
 def plan(memory: Memory, now: float) -> dict[str, Any]:
     dormant, archive = [], []
     entries = 0
-    for payload in memory.index.payloads.values():
-        if payload.get("n") != 0 or payload.get("source") != KB_SOURCE:
+    for info in memory.index.docs():
+        if info.source != KB_SOURCE or info.status != "active":
             continue
-        if payload.get("status", "active") != "active":
-            continue
+        payload = info.payload()
         entries += 1
-        doc = payload["doc_id"]
+        doc = info.id
         stats = memory.stats.get(doc)
         recalls = stats.recall_count if stats else 0
         entry_type = str(payload.get("type", "note"))

@@ -38,6 +38,7 @@ __all__ = [
     "Entry",
     "ValidationError",
     "check_id",
+    "content_key",
     "entry_path",
     "make_id",
     "parse_entry",
@@ -145,9 +146,18 @@ class Entry:
 
     def to_document(self, path: str | None = None) -> Document:
         meta = {k: v for k, v in self.meta.items() if k not in ("id", "title")}
+        meta["key"] = content_key(self.title, self.body)  # for exact-duplicate detection
         return Document(
             id=self.id, title=self.title, body=self.body, meta=meta, source="kb", path=path
         )
+
+
+def content_key(title: str, body: str) -> str:
+    """Normalised text of an entry, for exact-duplicate detection."""
+    import hashlib
+
+    text = " ".join(normalize_text(f"{title}\n{body}").lower().split())
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def validate(meta: dict[str, Any], body: str) -> list[str]:

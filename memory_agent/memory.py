@@ -1,21 +1,20 @@
-"""`Memory`: one home — the knowledge base, the read-only corpora, the index — and the read side
-of every tool (search, get, status, rebuild). Writes go through `memory_agent.gateway`.
+"""`Memory`: one home's state - its configuration, the index, the scanner that keeps the index
+in line with the files, the learned stats and the clock - and the sync between them.
 
 Two ways to run:
-- resident (the daemon): the home lock is held for the process's life and the index stays open;
-- per call (a CLI command with no daemon): each call takes the home lock, opens the index, does
-  its work and closes it again. qdrant-client's local mode allows one process per index, and
-  the lock makes concurrent CLI processes take turns instead of failing.
+- resident (the daemon): the home lock is held for the process's life, the index stays open,
+  and the scanner watches the files (inotify): a sync with nothing changed looks at nothing;
+- per call (a CLI command with no daemon, or a test): each call takes the home lock, opens the
+  index, scans (stat only; a file is read only when its stat differs from the index's) and
+  closes it again.
 
-Before every search the KB and the corpora are scanned for changes (stat first, content hash
-only for files whose stat changed), so files edited outside the tool are picked up without a
-rebuild.
+The read side of the tools is `memory_agent.reads` (search, get, history); writes go through
+`memory_agent.gateway`; creating a home is `memory_agent.home`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import time
 from collections.abc import Iterator
@@ -25,31 +24,18 @@ from typing import Any
 from filelock import FileLock
 
 from memory_agent import config as config_mod
-from memory_agent import limits
+from memory_agent import reads
 from memory_agent.clock import Clock
-from memory_agent.corpora import Corpus, load_corpora, load_corpus_document
-from memory_agent.errors import Invalid, NotFound, NotReady
+from memory_agent.corpora import Corpus, load_corpora
 from memory_agent.events import EntryStats
 from memory_agent.home import DEMO_KB, Home
-from memory_agent.kb import ENTRY_TYPES, read_entry
-from memory_agent.ranking import Ranked, rerank
-from memory_agent.scanner import KB_SOURCE, Scanner, SourceStatus, entry_file, kb_files
-from ragcore import (
-    CachedEmbedder,
-    Document,
-    DocumentError,
-    EmbeddingCache,
-    Filter,
-    Index,
-    IndexError_,
-    SearchConfig,
-    make_embedder,
-    search,
-)
+from memory_agent.scanner import KB_SOURCE, Changes, Scanner, SourceStatus, entry_file
+from ragcore import CachedEmbedder, Document, EmbeddingCache, Index, IndexError_, make_embedder
 
 __all__ = ["DEMO_KB", "KB_SOURCE", "Memory", "SourceStatus"]
 
 FAULT_ENV = "MEMORY_AGENT_FAULT"  # test hook: "pause-rebuild" holds a rebuild before it embeds
+RESCAN_EVERY_S = 1.0  # without a change signal, a resident memory rescans at most this often
 
 
 def _pause_point(name: str, run_dir: Path) -> None:
@@ -61,6 +47,10 @@ def _pause_point(name: str, run_dir: Path) -> None:
     deadline = time.monotonic() + 60
     while not (run_dir / "fault-continue").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def _now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class Memory:
@@ -81,15 +71,15 @@ class Memory:
         self._given_embedder = embedder  # a model handed in (tests, experiments) wins over config
         self._embedder: CachedEmbedder | None = None
         self._index: Index | None = None
-        self.scanner = Scanner(self.home, self.kb_dir, self.corpora)
-        self.sources: dict[str, SourceStatus] = {}
+        self.scanner = Scanner(self.home, self.kb_dir, self.corpora, lambda: self.repos_file)
         self.last_refresh: str | None = None
         self.lock = FileLock(str(self.run_dir / "home.lock")) if self.run_dir.is_dir() else None
         # Learned per-entry stats (the daemon folds them from events/) and the clock the
         # dynamics use; both are plain attributes so experiments can set them.
         self.stats: dict[str, EntryStats] = {}
         self.clock = clock or Clock.from_setting(self.cfg.clock)
-        self.last_channels: dict[str, str] = {}
+        self._keys: dict[str, set[str]] | None = None  # content key -> active KB entry ids
+        self._graph: tuple[int, dict[str, list[tuple[str, str]]]] | None = None
 
     # -- setup ------------------------------------------------------------------------------
     def require_home(self) -> None:
@@ -145,6 +135,7 @@ class Memory:
             yield self
             return
         with self.lock:
+            self._keys = self._graph = None  # another process may have changed the index
             try:
                 yield self
             finally:
@@ -152,321 +143,99 @@ class Memory:
                     self._index.close()
 
     def close(self) -> None:
+        self.scanner.stop_watching()
         if self._index is not None:
             self._index.close()
-        if self._embedder is not None and getattr(self._embedder, "cache", None) is not None:
+        if self._embedder is not None and self._embedder.cache is not None:
             self._embedder.cache.close()
 
-    # -- scanning ---------------------------------------------------------------------------
-    def scan(self) -> tuple[list[Document], set[str], set[str]]:
-        """All documents now on disk, the sources that could be read, and the ids of entries
-        whose files are present but broken (kept in the index as they were)."""
-        found = self.scanner.scan()
-        self.sources = found.sources
-        return found.docs, found.readable, found.broken
-
-    def kb_documents(self) -> list[Document]:
-        """The KB entries as the last scan read them (no file is read again)."""
-        return self.scanner.kb_documents()
-
+    # -- keeping the index in line with the files ------------------------------------------
     def sync(self) -> dict[str, Any]:
-        """Bring the index in line with the files (build it if there is none yet)."""
-        docs, readable, broken = self.scan()
+        """Bring the index in line with the files (build it if there is none yet). A resident
+        memory watches the files; without a change signal it rescans at most once a second."""
         index = self.index
         if not index.exists():
-            report = index.build(docs)
-            self.last_refresh = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            changes = self.scanner.full(lambda _: None, lambda: (), self.scanner.current_corpora())
+            report = index.build(changes.upserts)
+            self.last_refresh = _now_iso()
+            self._keys = None
             return {"built": report.generation, "documents": report.documents}
-        known = index.manifest["docs"]
-        keep = {doc_id for doc_id in broken if doc_id in known}
-        kept_docs = [d for d in docs if d.id not in keep]
-        # Prune every source except corpora that are configured but unreadable right now: a
-        # missing folder keeps its entries; a label removed from repos.json loses them.
-        unavailable = {label for label, st in self.sources.items() if not st.available}
-        scope = (readable | {d.get("source") for d in known.values()}) - unavailable
-        report = index.refresh(kept_docs, sources=scope, keep=keep)
-        if report.changed:
-            self.last_refresh = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        for label, status in self.sources.items():
-            if not status.available:
-                status.entries = sum(1 for d in known.values() if d.get("source") == label)
+        if (
+            self.resident
+            and self.scanner.watcher is None
+            and time.monotonic() - self.scanner.last_full < RESCAN_EVERY_S
+            and not self.scanner.wants_full()
+        ):
+            return {"added": [], "updated": [], "removed": []}
+        changes = self.scanner.changes(index.doc, index.docs)
+        return self._apply(changes)
+
+    def _apply(self, changes: Changes) -> dict[str, Any]:
+        index = self.index
+        if changes.restamps:
+            index.set_stamps(changes.restamps)
+        if not changes.upserts and not changes.deletes:
+            return {"added": [], "updated": [], "removed": []}
+        before = {d: index.doc(d) for d in [*changes.deletes, *(u.id for u in changes.upserts)]}
+        report = index.apply(changes.upserts, changes.deletes)
+        self.last_refresh = _now_iso()
+        if self._keys is not None:
+            for doc_id, info in before.items():
+                if info is not None and info.meta.get("key"):
+                    self._keys.get(info.meta["key"], set()).discard(doc_id)
+            for doc in changes.upserts:
+                self._remember_key(doc.id, doc.meta)
         return {"added": report.added, "updated": report.updated, "removed": report.removed}
 
+    def _remember_key(self, doc_id: str, meta: dict[str, Any]) -> None:
+        assert self._keys is not None
+        key = meta.get("key")
+        if key and meta.get("status", "active") == "active":
+            self._keys.setdefault(str(key), set()).add(doc_id)
+
+    def same_text(self, key: str, exclude: set[str] = frozenset()) -> str | None:
+        """An active KB entry whose normalised title and body have this content key."""
+        if self._keys is None:
+            self._keys = {}
+            for info in self.index.docs():
+                if info.source == KB_SOURCE:
+                    self._remember_key(info.id, info.meta)
+        for doc_id in sorted(self._keys.get(key, ())):
+            if doc_id not in exclude:
+                return doc_id
+        return None
+
+    def link_graph(self) -> dict[str, list[tuple[str, str]]]:
+        """The link graph of the index, rebuilt only when the index changed."""
+        revision = self.index.revision
+        if self._graph is None or self._graph[0] != revision:
+            self._graph = (revision, reads.link_graph(self.index))
+        return self._graph[1]
+
+    def all_documents(self) -> list[Document]:
+        """Every document on disk, read now (for a rebuild)."""
+        corpora = self.scanner.current_corpora()
+        return self.scanner.full(lambda _: None, lambda: (), corpora).upserts
+
+    def sources(self) -> dict[str, SourceStatus]:
+        counts: dict[str, int] = {}
+        for info in self.index.docs():
+            counts[info.source] = counts.get(info.source, 0) + 1
+        return self.scanner.sources(counts)
+
     # -- reads ------------------------------------------------------------------------------
-    @staticmethod
-    def check_search(query: Any, limit: Any, types: Any, tags: Any, as_of: Any) -> float | None:
-        """Refuse bad search arguments (naming the bound); the as_of cutoff, if any."""
-        if not isinstance(query, str) or not query.strip():
-            raise Invalid("query: empty", "say what you are looking for, e.g. 'how do we release'")
-        limits.check_text("query", query, limits.MAX_QUERY)
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise Invalid(f"limit: {limit!r} is not a whole number", "pass 1 to 50")
-        if not 1 <= limit <= limits.MAX_LIMIT:
-            raise Invalid(
-                f"limit: {limit} is out of range", f"pass a number from 1 to {limits.MAX_LIMIT}"
-            )
-        if types is not None:
-            if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-                raise Invalid("types: must be a list of types", f"use {', '.join(ENTRY_TYPES)}")
-            unknown = [t for t in types if t not in ENTRY_TYPES]
-            if unknown:
-                raise Invalid(
-                    f"types: {', '.join(map(repr, unknown))} "
-                    f"{'is not a type' if len(unknown) == 1 else 'are not types'}",
-                    f"use any of {', '.join(ENTRY_TYPES)}",
-                )
-        if tags is not None:
-            if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-                raise Invalid("tags: must be a list of words", "pass tags like [git, testing]")
-            if len(tags) > limits.MAX_TAGS:
-                raise Invalid(
-                    f"tags: {len(tags)} tags is over the limit of {limits.MAX_TAGS}",
-                    "filter by fewer tags",
-                )
-        return _as_of_cutoff(as_of) if as_of else None
+    def search(self, query: str, **kwargs: Any) -> dict[str, Any]:
+        return reads.run_search(self, query, **kwargs).reply
 
-    def search(
-        self,
-        query: str,
-        *,
-        limit: int = 8,
-        types: list[str] | None = None,
-        tags: list[str] | None = None,
-        include_readonly: bool = True,
-        include_archived: bool = False,
-        explain: bool = False,
-        as_of: str | None = None,
-        use_dense: bool = True,
-    ) -> dict[str, Any]:
-        """Relevance from ragcore, then the dynamics of `memory_agent.ranking` on top.
-
-        `as_of` ("YYYY-MM-DD") answers from the entries as they stood at the end of that day:
-        created by then, and not yet superseded or archived then."""
-        cutoff = self.check_search(query, limit, types, tags, as_of)
-        with self.session():
-            if use_dense:
-                self.sync()
-            elif not self.index.exists():
-                raise NotReady(
-                    "the first index of this home is not built yet (the model is loading)",
-                    "retry in a few seconds",
-                )
-            if cutoff is not None:
-                statuses = None  # the lifecycle is judged by its dates, below
-                doc_ids = self._standing_at(cutoff)
-            else:
-                statuses = ("active", "archived") if include_archived else ("active",)
-                doc_ids = None
-            flt = Filter(
-                types=tuple(types) if types else None,
-                tags=tuple(tags) if tags else None,
-                statuses=statuses,
-                sources=None if include_readonly else (KB_SOURCE,),
-                doc_ids=doc_ids,
-            )
-            result = search(
-                self.index,
-                query,
-                limit=max(limit * 3, 30),
-                flt=flt,
-                config=SearchConfig(),
-                use_dense=use_dense,
-            )
-            candidates = [
-                Ranked(h.doc_id, h.score, h.payload, h.snippet, h.explain() if explain else None)
-                for h in result.hits
-            ]
-            # The channel that ranked each candidate best, for the usage log (recall events).
-            self.last_channels = {
-                h.doc_id: min(h.channels, key=lambda n: h.channels[n].rank)
-                for h in result.hits
-                if h.channels
-            }
-            ranked = rerank(
-                candidates,
-                stats=self.stats,
-                now=self.clock(),
-                neighbours=self._neighbours(),
-                lookup=self._lookup,
-                allowed=flt.matches,
-            )[:limit]
-            hits = []
-            for r in ranked:
-                p = r.payload
-                hit = {
-                    "id": r.doc_id,
-                    "title": p.get("title", ""),
-                    "type": p.get("type", "note"),
-                    "status": p.get("status", "active"),
-                    "score": round(r.score, 4),
-                    "snippet": r.snippet,
-                    "source": p.get("source"),
-                    "writable": bool(p.get("writable")),
-                }
-                if explain:
-                    s = self.stats.get(r.doc_id)
-                    hit["why"] = {
-                        **(r.why or {"fused": 0.0, "channels": {}}),
-                        "relevance": round(r.relevance, 6),
-                        "signals": {k: round(v, 6) for k, v in r.signals.items()},
-                        "state": r.state,
-                        "recall_count": s.recall_count if s else 0,
-                        "importance": s.importance if s else None,
-                    }
-                hits.append(hit)
-            out: dict[str, Any] = {"hits": hits, "generation": result.generation}
-            if result.degraded:
-                out["degraded"] = result.degraded
-            return out
-
-    # -- dynamics helpers -------------------------------------------------------------------
-    def _neighbours(self) -> dict[str, list[tuple[str, str]]]:
-        """Link graph of the index: [[wikilinks]] (a link to a superseded entry leads on to its
-        successor, as a `supersedes` edge), both directions."""
-        successor: dict[str, str] = {}
-        links: dict[str, list[str]] = {}
-        for payload in self.index.payloads.values():
-            if payload.get("n") != 0:
-                continue
-            doc = payload["doc_id"]
-            links[doc] = list(payload.get("links") or [])
-            if payload.get("superseded_by"):
-                successor[doc] = str(payload["superseded_by"])
-        graph: dict[str, list[tuple[str, str]]] = {}
-        for doc, targets in links.items():
-            for target in targets:
-                kind = "wikilink"
-                seen = {target}
-                while target in successor and successor[target] not in seen:
-                    target, kind = successor[target], "supersedes"
-                    seen.add(target)
-                if target in links:
-                    graph.setdefault(doc, []).append((target, kind))
-                    graph.setdefault(target, []).append((doc, kind))
-        return graph
-
-    def _lookup(self, doc_id: str) -> tuple[dict[str, Any], str] | None:
-        payload = self.index.payloads.get(f"{doc_id}#0")
-        if payload is None:
-            return None
-        text = " ".join(str(payload.get("text") or payload.get("title", "")).split())
-        return payload, text if len(text) <= 240 else text[:239] + "…"
-
-    def _standing_at(self, cutoff: float) -> tuple[str, ...]:
-        """Ids of the entries that existed and were neither superseded nor archived at `cutoff`."""
-        from memory_agent.ranking import _ts
-
-        keep = []
-        for payload in self.index.payloads.values():
-            if payload.get("n") != 0:
-                continue
-            created = _ts(payload.get("created"))
-            ended = [
-                t
-                for t in (_ts(payload.get("superseded_at")), _ts(payload.get("archived_at")))
-                if t is not None
-            ]
-            if created is not None and created > cutoff:
-                continue
-            if ended and min(ended) <= cutoff:
-                continue
-            keep.append(payload["doc_id"])
-        return tuple(sorted(keep))
+    def get(self, entry_id: str) -> dict[str, Any]:
+        return reads.get(self, entry_id)
 
     def history(self, entry_id: str) -> dict[str, Any]:
-        """The supersede chain through `entry_id`, oldest first, read from the files."""
-        self.require_home()
-        limits.check_text("id", entry_id, limits.MAX_ID, required=True, one_line=True)
-        if self.find_path(entry_id) is None:
-            raise NotFound(f"no entry with id {entry_id!r}")
-        files, _ = kb_files(self.kb_dir)
-        entries = {p.stem: p for p in files}
-
-        def load(eid: str):
-            path = entries.get(eid)
-            return read_entry(path) if path is not None else None
-
-        first = load(entry_id)
-        seen = {entry_id}
-        while first is not None and first.extra.get("supersedes"):
-            prev = next(
-                (p for p in first.extra["supersedes"] if p in entries and p not in seen), None
-            )
-            if prev is None:
-                break
-            seen.add(prev)
-            first = load(prev)
-        chain, current, visited = [], first, set()
-        while current is not None and current.id not in visited:
-            visited.add(current.id)
-            step = {
-                "id": current.id,
-                "title": current.title,
-                "type": current.type,
-                "status": current.status,
-                "created": current.created,
-            }
-            for key in ("superseded_by", "superseded_at", "archived_at", "archive_reason"):
-                if key in current.extra:
-                    step[key] = current.extra[key]
-            if current.status == "superseded":
-                step["reason"] = f"superseded by {current.extra.get('superseded_by')}"
-            elif current.status == "archived":
-                step["reason"] = current.extra.get("archive_reason")
-            chain.append(step)
-            nxt = current.extra.get("superseded_by")
-            current = load(nxt) if nxt else None
-        return {"id": entry_id, "chain": chain}
+        return reads.history(self, entry_id)
 
     def find_path(self, entry_id: str) -> Path | None:
         """The file of a KB entry (a regular file, never through a link), or None."""
         return entry_file(self.kb_dir, entry_id)
-
-    def get(self, entry_id: str) -> dict[str, Any]:
-        """An entry read from disk (the truth), KB or read-only corpus."""
-        self.require_home()
-        limits.check_text("id", entry_id, limits.MAX_ID, required=True, one_line=True)
-        path = self.find_path(entry_id) if "/" not in entry_id else None
-        if path is not None:
-            entry = read_entry(path)
-            return {
-                "id": entry.id,
-                "title": entry.title,
-                "type": entry.type,
-                "status": entry.status,
-                "tags": entry.tags,
-                "body": entry.body,
-                "path": str(path),
-                "writable": True,
-                "supersedes": entry.extra.get("supersedes", []),
-                "superseded_by": entry.extra.get("superseded_by"),
-                "created": entry.created,
-                **{
-                    k: entry.extra[k]
-                    for k in ("superseded_at", "archived_at", "archive_reason")
-                    if k in entry.extra
-                },
-            }
-        if "/" not in entry_id:
-            raise NotFound(f"no entry with id {entry_id!r}")
-        corpus, rel, full = self.scanner.corpus_file(entry_id)
-        try:
-            doc = load_corpus_document(corpus, rel, full)
-        except DocumentError as exc:
-            raise NotFound(f"{entry_id}: {exc}") from exc
-        return {
-            "id": entry_id,
-            "title": doc.title,
-            "type": doc.meta["type"],
-            "status": "active",
-            "tags": doc.meta.get("tags") or [],
-            "body": doc.body,
-            "path": str(full),
-            "writable": False,
-            "supersedes": [],
-            "superseded_by": None,
-            "created": _text_or_none(doc.meta.get("created")),
-        }
 
     def pending_writes(self) -> int:
         folder = self.run_dir / "pending"
@@ -484,9 +253,13 @@ class Memory:
             elif not self.index.exists():
                 problem = "no index yet: it is built when the model has loaded"
             if problem is None:
-                check = self.index.check()
-                if not check.consistent:
-                    problem = "; ".join(check.problems)
+                try:
+                    check = self.index.check()
+                except IndexError_ as exc:
+                    problem = str(exc)
+                else:
+                    if not check.consistent:
+                        problem = "; ".join(check.problems)
             if problem is not None:
                 return {
                     "generation": self.current_generation(),
@@ -495,20 +268,19 @@ class Memory:
                     "points": 0,
                     "manifest_points": 0,
                     "embedder": self.cfg.embedder,
-                    "sources": [s.as_json() for s in self.sources.values()],
+                    "sources": [s.as_json() for s in self.scanner.sources({}).values()],
                     "pending": self.pending_writes(),
                     "last_refresh": self.last_refresh,
                     "problems": [problem],
                 }
-            manifest = self.index.manifest
             return {
                 "generation": check.generation,
                 "consistent": check.consistent,
-                "entries": len(manifest["docs"]),
+                "entries": len(self.index),
                 "points": check.points,
                 "manifest_points": check.manifest_points,
                 "embedder": check.embedder,
-                "sources": [s.as_json() for s in self.sources.values()],
+                "sources": [s.as_json() for s in self.sources().values()],
                 "pending": self.pending_writes(),
                 "last_refresh": self.last_refresh,
                 "problems": check.problems,
@@ -519,14 +291,15 @@ class Memory:
         to scan and to switch: searches keep answering from the live generation meanwhile."""
         hold = hold if hold is not None else contextlib.nullcontext()
         with hold, self.session():
-            docs, _, _ = self.scan()
+            docs = self.all_documents()
         _pause_point("pause-rebuild", self.run_dir)
         with self.session():
             prepared = self.index.prepare(docs)
         with hold, self.session():
             report = self.index.activate(prepared)
+            self._keys = None
             self.sync()  # writes that landed while the new generation was built
-            self.last_refresh = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            self.last_refresh = _now_iso()
             return {
                 "generation": report.generation,
                 "documents": report.documents,
@@ -555,27 +328,3 @@ class Memory:
             with self.session():
                 synced = self.sync()
         return {**created, "embedder": self.cfg.embedder, "index": synced}
-
-
-def _text_or_none(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _as_of_cutoff(as_of: str) -> float:
-    """The end of the day `as_of` (YYYY-MM-DD, UTC) as a timestamp."""
-    import datetime as dt
-
-    try:
-        day = dt.date.fromisoformat(str(as_of))
-    except ValueError as exc:
-        raise Invalid(f"as_of: {as_of!r} is not a date; use YYYY-MM-DD, e.g. 2026-06-30") from exc
-    end = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC) + dt.timedelta(days=1)
-    return end.timestamp() - 0.001
-
-
-def content_key(title: str, body: str) -> str:
-    """Normalised text of an entry, for exact-duplicate detection."""
-    from ragcore import normalize_text
-
-    text = " ".join(normalize_text(f"{title}\n{body}").lower().split())
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()

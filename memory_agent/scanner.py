@@ -1,28 +1,38 @@
-"""The scanner: which files are documents, reading them once per change, and what is wrong.
+"""The scanner: which files are documents, what changed since the index last saw them, and
+what is wrong with them.
 
 - KB entries are `kb/<type>/<id>.md`, regular files in real folders. A symbolic link inside
   the KB (a type folder or an entry file; a KB pulled with git can bring one in) is never
   followed: it is reported as a problem and left out, so no read or write can be led outside
   the KB or onto another entry.
 - Read-only corpora are scanned with their `PathRule` (one rule for scans and for lookups).
-- A stat cache (mtime, size) means a file is read and parsed again only when its stat changed.
+- Every indexed document carries a stamp (the file's mtime and size). A full scan stats every
+  file and reads only those whose stamp differs from the index's - after a restart too, since
+  the stamps live in the index. With a `Watcher` (inotify), a sync between full scans looks
+  only at the paths the kernel reported: nothing changed, nothing is stat'ed or read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_agent.corpora import Corpus, corpus_files, load_corpus_document
+from memory_agent.corpora import Corpus, load_corpus_document
 from memory_agent.errors import Invalid, NotFound
 from memory_agent.kb import ENTRY_TYPES, ValidationError, check_id, read_entry
-from ragcore import Document, DocumentError
+from memory_agent.watch import Watcher, inotify_available
+from ragcore import DocInfo, Document, DocumentError
 
-__all__ = ["KB_SOURCE", "Scan", "Scanner", "SourceStatus"]
+__all__ = ["KB_SOURCE", "Changes", "Scanner", "SourceStatus", "entry_file", "kb_files"]
 
 KB_SOURCE = "kb"
+log = logging.getLogger("memory_agent.scanner")
 
 
 @dataclass
@@ -48,21 +58,23 @@ class SourceStatus:
 
 
 @dataclass
-class Scan:
-    """What one scan found: the documents, the sources that could be read, and the ids of KB
-    entries whose files are present but broken (kept in the index as they were)."""
+class Changes:
+    """What a scan found to do: documents to (re)index, ids to drop, stamps to update (the
+    file was touched, its content is the same), and whether it was a full scan."""
 
-    docs: list[Document]
-    readable: set[str]
-    broken: set[str]
-    sources: dict[str, SourceStatus]
+    upserts: list[Document] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+    restamps: dict[str, str | None] = field(default_factory=dict)
+    full: bool = False
+    looked_at: int = 0  # files stat'ed
+
+    @property
+    def empty(self) -> bool:
+        return not (self.upserts or self.deletes or self.restamps)
 
 
-@dataclass
-class _Stat:
-    key: tuple[int, int]  # (mtime_ns, size)
-    doc: Document | None
-    error: str | None
+def stamp_of(st: os.stat_result) -> str:
+    return f"{st.st_mtime_ns}:{st.st_size}"
 
 
 def _link_problem(path: Path, kb_dir: Path) -> str:
@@ -126,34 +138,73 @@ def entry_file(kb_dir: Path, entry_id: str) -> Path | None:
     return None
 
 
+Known = Callable[[str], DocInfo | None]
+
+
 class Scanner:
-    def __init__(self, home_dir: Path, kb_dir: Path, corpora: Callable[[], list[Corpus]]):
+    """Turns the files into index changes. `known(doc_id)` is what the index holds now."""
+
+    def __init__(
+        self,
+        home_dir: Path,
+        kb_dir: Path,
+        corpora: Callable[[], list[Corpus]],
+        repos_file: Callable[[], Path],
+    ):
         self.home_dir = home_dir
         self.kb_dir = kb_dir
         self.corpora = corpora
-        self._stats: dict[str, _Stat] = {}
+        self.repos_file = repos_file
         self.reads = 0  # files read and parsed (a test counts them)
+        self.watcher: Watcher | None = None
+        self.last_full = 0.0
+        self._corpora: list[Corpus] | None = None
+        self._repos_stamp: str | None = None
+        self._available: dict[str, bool] = {}
+        self._problems: dict[str, str] = {}  # path -> what is wrong with that file
+        self._kb_problems: list[str] = []  # links, duplicate ids
+        self._broken: set[str] = set()  # ids whose file is present but unreadable
+        self._needs_full = True
 
-    def _load(self, path: Path, loader) -> tuple[Document | None, str | None]:
-        try:
-            st = path.stat()
-        except OSError as exc:
-            return None, f"{path}: cannot read ({exc.strerror})"
-        key = (st.st_mtime_ns, st.st_size)
-        cached = self._stats.get(str(path))
-        if cached is not None and cached.key == key:
-            return cached.doc, cached.error
-        doc, error = None, None
-        self.reads += 1
-        try:
-            doc = loader(path)
-        except (ValidationError, DocumentError) as exc:
-            where = path.relative_to(self.home_dir) if path.is_relative_to(self.home_dir) else path
-            error = f"{where}: {exc}"
-        self._stats[str(path)] = _Stat(key, doc, error)
-        return doc, error
+    # -- change signal --------------------------------------------------------------------
+    def start_watching(self) -> bool:
+        """Use inotify for changes between full scans (the daemon does; a CLI call does not)."""
+        if self.watcher is None and inotify_available():
+            try:
+                self.watcher = Watcher()
+                self._needs_full = True  # the next sync scans everything and sets the watches
+            except OSError as exc:
+                log.warning("no inotify (%s): files are rescanned on demand instead", exc)
+        return self.watcher is not None
 
-    def _kb_doc(self, path: Path) -> Document:
+    def stop_watching(self) -> None:
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
+
+    def current_corpora(self) -> list[Corpus]:
+        """The corpora of repos.json, read again only when its stat changed."""
+        path = self.repos_file()
+        try:
+            stamp = f"{path}:{stamp_of(path.stat())}"
+        except OSError:
+            stamp = f"{path}:absent"
+        if stamp != self._repos_stamp or self._corpora is None:
+            self._corpora = self.corpora()
+            self._repos_stamp = stamp
+            self._needs_full = True
+        return self._corpora
+
+    def wants_full(self) -> bool:
+        """True when a full scan is due for a reason that costs a few stats to see: repos.json
+        changed, or a corpus folder appeared or vanished."""
+        for corpus in self.current_corpora():
+            if self._available.get(corpus.label) != corpus.available:
+                self._needs_full = True
+        return self._needs_full
+
+    # -- reading one file -----------------------------------------------------------------
+    def _kb_doc(self, path: Path, stamp: str) -> Document:
         entry = read_entry(path)
         if path.stem != entry.id or path.parent.name != entry.type:
             raise ValidationError(
@@ -162,70 +213,214 @@ class Scanner:
                     f"its frontmatter; rename it or fix the frontmatter"
                 ]
             )
-        return entry.to_document(str(path))
+        return dataclasses.replace(entry.to_document(str(path)), stamp=stamp)
 
-    def scan(self) -> Scan:
-        docs: list[Document] = []
-        broken: set[str] = set()
-        readable = {KB_SOURCE}
-        kb_status = SourceStatus(KB_SOURCE, 0, True, self.kb_dir.is_dir(), str(self.kb_dir))
+    def _load(self, path: Path, stamp: str, loader) -> Document | None:
+        self.reads += 1
+        try:
+            doc = loader(path, stamp)
+        except (ValidationError, DocumentError) as exc:
+            where = path.relative_to(self.home_dir) if path.is_relative_to(self.home_dir) else path
+            self._problems[str(path)] = f"{where}: {exc}"
+            return None
+        self._problems.pop(str(path), None)
+        return doc
+
+    def _corpus_loader(self, corpus: Corpus, rel: str):
+        return lambda p, s: dataclasses.replace(load_corpus_document(corpus, rel, p), stamp=s)
+
+    def _consider(
+        self, doc_id: str, path: Path, st: os.stat_result, loader, known: Known, out: Changes
+    ) -> None:
+        """Queue `path` if the index does not hold it as it is on disk now."""
+        stamp = stamp_of(st)
+        info = known(doc_id)
+        if info is not None and info.stamp == stamp and info.path == str(path):
+            self._broken.discard(doc_id)
+            return
+        doc = self._load(path, stamp, loader)
+        if doc is None:
+            if info is not None:
+                self._broken.add(doc_id)  # keep its last good version
+            return
+        self._broken.discard(doc_id)
+        if info is not None and info.hash == doc.content_hash:
+            out.restamps[doc_id] = stamp  # touched, not changed
+        else:
+            out.upserts.append(doc)
+
+    # -- scans ----------------------------------------------------------------------------
+    def changes(self, known: Known, indexed: Callable[[], Iterable[DocInfo]]) -> Changes:
+        """What to change in the index. A full scan when there is no watcher, when the
+        watcher asks for one, or when repos.json or a corpus root's availability changed;
+        else only the paths the watcher reported."""
+        corpora = self.current_corpora()
+        for corpus in corpora:
+            available = corpus.available
+            if self._available.get(corpus.label) != available:
+                self._needs_full = True
+            self._available[corpus.label] = available
+        events = self.watcher.drain() if self.watcher is not None else None
+        if events is not None and events.rescan:
+            log.info("full rescan: %s", events.rescan)
+            self._needs_full = True
+        if self.watcher is None or self._needs_full:
+            return self.full(known, indexed, corpora)
+        out = Changes()
+        for path in sorted(events.paths) if events else ():
+            self._path_changed(path, corpora, known, out)
+        return out
+
+    def full(self, known: Known, indexed, corpora: list[Corpus]) -> Changes:
+        out = Changes(full=True)
+        self._needs_full = False
+        self.last_full = time.monotonic()
+        watch = self.watcher
+        if watch is not None:
+            watch.unwatch_all()
+            watch.watch(self.kb_dir)
         seen: dict[str, Path] = {}
         seen_paths: set[str] = set()
-        files, kb_status.problems = kb_files(self.kb_dir)
+        files, self._kb_problems = kb_files(self.kb_dir)
+        for entry_type in ENTRY_TYPES:
+            folder = self.kb_dir / entry_type
+            if watch is not None and folder.is_dir() and not folder.is_symlink():
+                watch.watch(folder)
         for path in files:
+            out.looked_at += 1
+            doc_id = path.stem
             seen_paths.add(str(path))
-            doc, error = self._load(path, self._kb_doc)
-            if doc is not None and doc.id in seen:
-                kb_status.problems.append(
-                    f"{path.relative_to(self.kb_dir)}: id {doc.id!r} is already used by "
-                    f"{seen[doc.id].relative_to(self.kb_dir)}; rename one of them"
+            if doc_id in seen:
+                self._kb_problems.append(
+                    f"{path.relative_to(self.kb_dir)}: id {doc_id!r} is already used by "
+                    f"{seen[doc_id].relative_to(self.kb_dir)}; rename one of them"
                 )
                 continue
-            if doc is not None:
-                seen[doc.id] = path
-                docs.append(doc)
-            else:
-                kb_status.problems.append(error or f"{path}: unreadable")
-                broken.add(path.stem)
-        kb_status.entries = len(docs)
-        sources = {KB_SOURCE: kb_status}
-        for corpus in self.corpora():
-            status = SourceStatus(corpus.label, 0, False, corpus.available, str(corpus.path))
+            seen[doc_id] = path
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            self._consider(doc_id, path, st, self._kb_doc, known, out)
+        readable = {KB_SOURCE}
+        for corpus in corpora:
+            if not corpus.available:
+                continue
+            readable.add(corpus.label)
+            root = corpus.path.resolve()
+            if watch is not None:
+                watch.watch(root)
+            for rel, full in corpus.rule.scan(root):
+                out.looked_at += 1
+                seen_paths.add(str(full))
+                doc_id = f"{corpus.label}/{rel}"
+                seen[doc_id] = full
+                try:
+                    st = full.stat()
+                except OSError:
+                    continue
+                self._consider(doc_id, full, st, self._corpus_loader(corpus, rel), known, out)
+            if watch is not None:
+                for dirpath in corpus.rule.folders(root):
+                    watch.watch(dirpath)
+        labels = {c.label for c in corpora}
+        unavailable = {c.label for c in corpora if not c.available}
+        for info in indexed():
+            if info.id in seen or info.id in self._broken:
+                continue
+            # a missing corpus keeps its entries; a label removed from repos.json loses them
+            if info.source in readable or (
+                info.source not in labels and info.source not in unavailable
+            ):
+                out.deletes.append(info.id)
+        self._problems = {k: v for k, v in self._problems.items() if k in seen_paths}
+        self._broken &= set(seen)
+        return out
+
+    def _path_changed(self, path: Path, corpora: list[Corpus], known: Known, out: Changes):
+        """One path the watcher reported: re-read it, or drop its document if it is gone."""
+        located = self._locate(path, corpora)
+        if located is None:
+            return
+        doc_id, loader = located
+        try:
+            st = path.lstat()
+            regular = not path.is_symlink() and path.is_file()
+        except OSError:
+            st, regular = None, False
+        if st is not None and regular:
+            out.looked_at += 1
+            if doc_id in (d.id for d in out.upserts):
+                return
+            self._consider(doc_id, path, st, loader, known, out)
+            if doc_id in out.deletes:
+                out.deletes.remove(doc_id)
+            return
+        self._problems.pop(str(path), None)
+        info = known(doc_id)
+        if info is not None and info.path == str(path):
+            out.deletes.append(doc_id)
+            self._broken.discard(doc_id)
+        if path.is_symlink():
+            self._needs_full = True  # report it with the other links
+
+    def _locate(self, path: Path, corpora: list[Corpus]):
+        """(doc id, loader) of a path the index could hold, or None."""
+        if path.parent.parent == self.kb_dir and path.parent.name in ENTRY_TYPES:
+            if path.suffix == ".md" and not path.name.startswith("."):
+                return path.stem, self._kb_doc
+            return None
+        for corpus in corpora:
+            root = corpus.path.resolve()
+            if path.is_relative_to(root):
+                rel = path.relative_to(root).as_posix()
+                if corpus.contains(rel):
+                    return f"{corpus.label}/{rel}", self._corpus_loader(corpus, rel)
+        return None
+
+    # -- reports --------------------------------------------------------------------------
+    @property
+    def broken(self) -> set[str]:
+        return set(self._broken)
+
+    def sources(self, counts: dict[str, int]) -> dict[str, SourceStatus]:
+        """Each source's status, its entry count taken from the index (`counts`)."""
+        out = {
+            KB_SOURCE: SourceStatus(
+                KB_SOURCE, counts.get(KB_SOURCE, 0), True, self.kb_dir.is_dir(), str(self.kb_dir)
+            )
+        }
+        kb_prefix = str(self.kb_dir) + os.sep
+        out[KB_SOURCE].problems = [
+            *self._kb_problems,
+            *(p for k, p in sorted(self._problems.items()) if k.startswith(kb_prefix)),
+        ]
+        for corpus in self._corpora or []:
+            status = SourceStatus(
+                corpus.label,
+                counts.get(corpus.label, 0),
+                False,
+                corpus.available,
+                str(corpus.path),
+            )
             if corpus.available:
-                for rel, full in corpus_files(corpus):
-                    seen_paths.add(str(full))
-                    doc, error = self._load(
-                        full, lambda p, c=corpus, r=rel: load_corpus_document(c, r, p)
-                    )
-                    if doc is not None:
-                        docs.append(doc)
-                        status.entries += 1
-                    else:
-                        status.problems.append(error or f"{full}: unreadable")
-                readable.add(corpus.label)
+                root = str(corpus.path.resolve()) + os.sep
+                status.problems = [
+                    p for k, p in sorted(self._problems.items()) if k.startswith(root)
+                ]
             else:
                 status.problems = [
                     f"root {corpus.path} is missing or unreadable; its indexed "
                     "entries are kept until it comes back"
                 ]
-            sources[corpus.label] = status
-        # Forget the stat cache of files that are gone.
-        self._stats = {k: v for k, v in self._stats.items() if k in seen_paths}
-        return Scan(docs, readable, broken, sources)
-
-    def kb_documents(self) -> list[Document]:
-        """The KB entries as the last scan read them (no file is read again)."""
-        return [
-            st.doc
-            for st in self._stats.values()
-            if st.doc is not None and st.doc.source == KB_SOURCE
-        ]
+            out[corpus.label] = status
+        return out
 
     def corpus_file(self, entry_id: str) -> tuple[Corpus, str, Path]:
         """The corpus, relative path and file of a read-only id `<label>/<rel>`; `NotFound`
         unless a scan of that corpus would read exactly this file."""
         label, _, rel = entry_id.partition("/")
-        for corpus in self.corpora():
+        for corpus in self.current_corpora():
             if corpus.label == label and rel:
                 full = corpus.resolve(rel)
                 if full is not None:

@@ -21,6 +21,7 @@ from memory_agent.errors import Conflict, Invalid, NotReady, describe
 from memory_agent.events import EventLog, apply_event, compact, fold
 from memory_agent.gateway import Gateway
 from memory_agent.memory import Memory
+from memory_agent.reads import Found, run_search
 
 __all__ = ["Service"]
 
@@ -136,20 +137,21 @@ class Service:
             self.start_model_load()
             if not self._model_ready.wait(timeout=0.05):
                 with self.lock:
-                    reply = self.memory.search(query, use_dense=False, **kwargs)
-                reply["degraded"] = (
+                    found = run_search(self.memory, query, use_dense=False, **kwargs)
+                found.reply["degraded"] = (
                     "model loading: lexical channel only; files changed on "
                     "disk are indexed once the model is ready"
                 )
-                return self._log_search(query, reply, t, caller)
+                return self._log_search(query, found, t, caller)
             self.wait_for_model()
         with self.lock:
-            reply = self.memory.search(query, **kwargs)
-        return self._log_search(query, reply, t, caller)
+            found = run_search(self.memory, query, **kwargs)
+        return self._log_search(query, found, t, caller)
 
     def _log_search(
-        self, query: str, reply: dict[str, Any], started: float, caller: str | None
+        self, query: str, found: Found, started: float, caller: str | None
     ) -> dict[str, Any]:
+        reply = found.reply
         """Log the query and its hits; fold the recalls into the live stats at once."""
         qid = secrets.token_hex(6)
         self.events.append(
@@ -168,7 +170,7 @@ class Service:
                     entry=hit["id"],
                     rank=rank,
                     score=hit["score"],
-                    channel=self.memory.last_channels.get(hit["id"], "links"),
+                    channel=found.channels.get(hit["id"], "links"),
                 )
                 apply_event(self.memory.stats, event)
         return reply

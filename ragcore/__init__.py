@@ -36,7 +36,7 @@ from ragcore.errors import (
 )
 from ragcore.evaluate import EvalReport, evaluate, metrics
 from ragcore.fusion import FusionConfig
-from ragcore.index import BuildReport, Consistency, Index, RefreshReport
+from ragcore.index import BuildReport, Consistency, DocInfo, Index, Prepared, RefreshReport
 from ragcore.lexical import BM25Index, Tokenizer
 from ragcore.search import Hit, SearchConfig, SearchResult, search
 from ragcore.store import Filter, QdrantStore
@@ -48,6 +48,7 @@ __all__ = [
     "CachedEmbedder",
     "Chunk",
     "Consistency",
+    "DocInfo",
     "Document",
     "DocumentError",
     "Embedder",
@@ -63,6 +64,7 @@ __all__ = [
     "IndexInconsistent",
     "MiniLMEmbedder",
     "PathRule",
+    "Prepared",
     "QdrantStore",
     "RagcoreError",
     "RefreshReport",

@@ -77,7 +77,9 @@ def wikilinks(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Document:
-    """One Markdown note. `meta` is its frontmatter (minus title); `source` names its corpus."""
+    """One Markdown note. `meta` is its frontmatter (minus title); `source` names its corpus.
+    `stamp` is an opaque note of where the text came from (a scanner puts the file's stat
+    there); the index keeps it so a later scan can skip unchanged files. It is not content."""
 
     id: str
     title: str
@@ -85,6 +87,7 @@ class Document:
     meta: dict[str, Any] = field(default_factory=dict)
     source: str = ""
     path: str | None = None
+    stamp: str | None = field(default=None, compare=False)
 
     @property
     def content_hash(self) -> str:
@@ -336,6 +339,15 @@ class PathRule:
         except OSError:
             return None
         return full
+
+    def folders(self, root: str | Path) -> Iterator[Path]:
+        """Every folder under `root` (itself included) a scan descends into."""
+        root = Path(root).resolve()
+        for dirpath, dirnames, _ in os.walk(root):
+            rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+            rel_dir = "" if rel_dir == "." else rel_dir + "/"
+            dirnames[:] = sorted(d for d in dirnames if not self._prune(rel_dir + d))
+            yield Path(dirpath)
 
     def scan(self, root: str | Path) -> Iterator[tuple[str, Path]]:
         """(relative path, absolute path) of every document under `root`, sorted."""

@@ -1,29 +1,39 @@
-"""The index: generation directories, an atomic CURRENT pointer, a manifest, a consistency check,
-and incremental refresh.
+"""The index: generation directories, an atomic CURRENT pointer, a consistency check, and
+incremental changes - served from an in-memory read model.
 
-    index/CURRENT              name of the live generation ("gen-000007"), replaced atomically
-    index/gen-000007/store/    the vector store of that generation (qdrant local mode)
-    index/gen-000007/manifest.json
-                               what the generation holds: embedder, and per document its
-                               content hash and chunk count
+    index/CURRENT                      name of the live generation ("gen-000007"), replaced
+                                       atomically
+    index/gen-000007/segment.sqlite    everything of that generation: the manifest (what each
+                                       document was indexed from), each chunk's text and
+                                       vectors (`ragcore.segment`)
 
-A full `build` writes a new generation and moves CURRENT to it only after the consistency check
-passes (manifest points == store points, same embedder and dimension). A build that dies leaves
-an orphan directory nobody reads; the next build removes it. `refresh` updates the live
-generation in place: it embeds only documents whose content hash changed, deletes chunks of
-documents that went away, and leaves everything else alone. An index that fails the check
-refuses to search (`IndexInconsistent`, naming `memory-agent rebuild`): it never answers empty.
+A full `build` writes a new generation (`prepare`, no lock held: searches go on) and moves
+CURRENT to it only after the check passes (`activate`). A build that dies leaves an orphan
+directory nobody reads; the next build removes it. `apply` changes the live generation in
+place, one transaction per call: it embeds only the documents it is given (the embedding
+cache makes unchanged chunks free) and drops the ids it is told are gone. `refresh` diffs a
+full list of documents against the manifest (by content hash) and applies the difference. An
+index that fails the check refuses to search (`IndexInconsistent`, naming
+`memory-agent rebuild`): it never answers empty.
+
+Opening a generation loads its read model (`ragcore.readmodel`): documents, filter columns,
+the dense matrix and the lexical and sparse inverted indexes. With a Qdrant server
+(`qdrant_url`) the dense vectors live in a collection per generation instead, and dense
+search runs there with the filter pushed down.
+
+Public lookups: `doc(id)`, `docs()`, `len(index)`, `revision` (changes with every change),
+`similar(document, ...)` (the nearest documents to a new text). Nothing else of the index's
+insides is part of its interface.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,30 +41,21 @@ from typing import Any
 import numpy as np
 
 from ragcore.atomic import atomic_write
-from ragcore.documents import DEFAULT_MAX_CHARS, Chunk, Document, chunk_document
+from ragcore.documents import DEFAULT_MAX_CHARS, Document, chunk_document
 from ragcore.embedding import Embedder
 from ragcore.errors import IndexError_, IndexInconsistent
-from ragcore.lexical import BM25Index, Tokenizer, term_frequencies
-from ragcore.store import Point, QdrantStore
+from ragcore.lexical import Tokenizer, term_frequencies
+from ragcore.readmodel import DocInfo, ReadModel
+from ragcore.segment import FILE as SEGMENT_FILE
+from ragcore.segment import FORMAT, ChunkRow, DocRow, SegmentFile
+from ragcore.store import Filter, QdrantStore
 
-__all__ = ["BuildReport", "Consistency", "Index", "Prepared", "RefreshReport"]
+__all__ = ["BuildReport", "Consistency", "DocInfo", "Index", "Prepared", "RefreshReport"]
 
-MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
 _GEN = re.compile(r"^gen-(\d{6})$")
 REBUILD_HINT = "run `memory-agent rebuild` to build a fresh generation from the Markdown files"
-# Payload keys copied from a document's frontmatter (filters and display use them).
-META_KEYS = (
-    "type",
-    "tags",
-    "status",
-    "created",
-    "updated",
-    "supersedes",
-    "superseded_by",
-    "superseded_at",
-    "archived_at",
-)
+_SCALARS = (str, int, float, bool)
 
 Progress = Callable[[str, int, int], None]
 
@@ -102,27 +103,23 @@ class RefreshReport:
         return bool(self.added or self.updated or self.removed)
 
 
-def _payload(doc: Document, chunk: Chunk, writable: bool) -> dict[str, Any]:
-    payload: dict[str, Any] = {
-        "doc_id": doc.id,
-        "n": chunk.n,
-        "title": doc.title,
-        "heading": chunk.heading,
-        "text": chunk.body,
-        "source": doc.source,
-        "path": doc.path,
-        "writable": writable,
-        "links": doc.links,
-    }
-    for key in META_KEYS:
-        if key in doc.meta and doc.meta[key] is not None:
-            value = doc.meta[key]
-            payload[key] = value if isinstance(value, (str, int, float, bool, list)) else str(value)
-    payload.setdefault("status", "active")
-    payload.setdefault("type", "note")
-    if isinstance(payload.get("tags"), str):
-        payload["tags"] = [payload["tags"]]
-    return payload
+def _json_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """The document's metadata as JSON values (dates become text)."""
+    out: dict[str, Any] = {}
+    for key, value in meta.items():
+        if value is None:
+            continue
+        if isinstance(value, _SCALARS):
+            out[key] = value
+        elif isinstance(value, (list, tuple)):
+            out[key] = [v if isinstance(v, _SCALARS) else str(v) for v in value]
+        else:
+            out[key] = str(value)
+    if isinstance(out.get("tags"), str):
+        out["tags"] = [out["tags"]]
+    out.setdefault("status", "active")
+    out.setdefault("type", "note")
+    return out
 
 
 class Index:
@@ -139,6 +136,7 @@ class Index:
         writable_sources: Sequence[str] | None = None,
         batch_size: int = 64,
         qdrant_url: str | None = None,
+        qdrant_location: str | None = None,
     ):
         self.root = Path(root)
         self.embedder = embedder
@@ -146,16 +144,17 @@ class Index:
         self.max_chars = max_chars
         self.writable_sources = set(writable_sources) if writable_sources is not None else None
         self.batch_size = batch_size
-        # With a Qdrant server, each generation is a collection named after the index
-        # directory and the generation; the directory still holds the manifest and CURRENT.
+        # With a Qdrant server, each generation's dense vectors are a collection named after
+        # the index directory and the generation (`qdrant_location` runs the same code on
+        # qdrant-client's in-process engine, for tests).
         self.qdrant_url = qdrant_url
-        self.lock = threading.RLock()
+        self.qdrant_location = qdrant_location
+        self._lock = threading.RLock()
         self._generation: str | None = None
-        self._store: QdrantStore | None = None
-        self._manifest: dict[str, Any] | None = None
-        self.bm25 = BM25Index()
-        self.payloads: dict[str, dict[str, Any]] = {}
-        self.sparse: dict[str, dict[int, float]] = {}
+        self._segment: SegmentFile | None = None
+        self._model: ReadModel | None = None
+        self._server: QdrantStore | None = None
+        self._embedder_id: str | None = None
 
     # -- paths and pointer ------------------------------------------------------------------
     def generations(self) -> list[str]:
@@ -175,22 +174,26 @@ class Index:
         return self._generation
 
     @property
-    def manifest(self) -> dict[str, Any]:
-        self._ensure_open()
-        assert self._manifest is not None
-        return self._manifest
+    def revision(self) -> int:
+        """Changes with every change of the live generation (for callers' caches)."""
+        model = self._model
+        return model.revision if model is not None else 0
 
     @property
-    def store(self) -> QdrantStore:
-        self._ensure_open()
-        assert self._store is not None
-        return self._store
+    def server_mode(self) -> bool:
+        return bool(self.qdrant_url or self.qdrant_location)
 
-    def _store_for(self, generation: str) -> QdrantStore:
+    def _server_for(self, generation: str) -> QdrantStore | None:
+        if not self.server_mode:
+            return None
+        tag = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:8]
+        name = f"memory-agent-{tag}-{generation}"
         if self.qdrant_url:
-            tag = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:8]
-            return QdrantStore(url=self.qdrant_url, collection=f"memory-agent-{tag}-{generation}")
-        return QdrantStore(self.root / generation / "store")
+            return QdrantStore(url=self.qdrant_url, collection=name)
+        # qdrant-client's local engine allows one client per path: one path per generation
+        return QdrantStore(
+            location=str(Path(str(self.qdrant_location)) / generation), collection=name
+        )
 
     def _writable(self, doc: Document) -> bool:
         return self.writable_sources is None or doc.source in self.writable_sources
@@ -200,79 +203,80 @@ class Index:
         return self.current() is not None
 
     def open(self) -> None:
-        """Open the live generation and load the lexical index and payloads into memory."""
-        with self.lock:
+        """Open the live generation and load its read model."""
+        with self._lock:
             name = self.current()
             if name is None:
-                raise IndexError_(f"no index under {self.root}: {REBUILD_HINT}")
-            gen_dir = self.root / name
+                raise IndexError_(f"no index under {self.root}", REBUILD_HINT)
+            path = self.root / name / SEGMENT_FILE
             try:
-                manifest = json.loads((gen_dir / MANIFEST).read_text())
-            except (OSError, ValueError) as exc:
+                segment = SegmentFile(path)
+                meta = segment.meta()
+            except Exception as exc:  # missing, not SQLite, unreadable
                 raise IndexInconsistent(
-                    f"generation {name} has no readable manifest ({exc}); {REBUILD_HINT}"
+                    f"generation {name} has no readable segment ({type(exc).__name__}: {exc})",
+                    REBUILD_HINT,
                 ) from exc
-            self._check_embedder(manifest, name)
-            self.close()
-            store = self._store_for(name)
-            if not store.exists():
-                store.close()
-                raise IndexInconsistent(f"generation {name} has no vector store; {REBUILD_HINT}")
-            self._store, self._manifest, self._generation = store, manifest, name
-            self.bm25 = BM25Index()
-            self.payloads.clear()
-            self.sparse.clear()
-            for point in store.scroll():
-                self._remember(point)
             try:
-                self.check(raise_on_error=True)
-            except IndexInconsistent:
+                self._check_embedder(meta, name)
                 self.close()
+                model = ReadModel(int(meta["dim"]), with_dense=not self.server_mode)
+                model.load(segment)
+                listed, present = segment.counts()
+            except BaseException:
+                segment.close()
                 raise
+            self._segment, self._model, self._generation = segment, model, name
+            self._embedder_id = meta.get("embedder")
+            self._server = self._server_for(name)
+            problems = []
+            if listed != present:
+                problems.append(
+                    f"the segment holds {present} chunks but the manifest lists {listed}"
+                )
+            if self._server is not None and self._server.count() != model.chunks:
+                problems.append(
+                    f"the Qdrant collection holds {self._server.count()} points but the "
+                    f"manifest lists {model.chunks}"
+                )
+            if problems:
+                self.close()
+                raise IndexInconsistent(
+                    f"index generation {name} is inconsistent: {'; '.join(problems)}",
+                    REBUILD_HINT,
+                )
 
-    def _check_embedder(self, manifest: dict[str, Any], name: str) -> None:
-        emb = manifest.get("embedder", {})
-        if emb.get("id") != self.embedder.model_id or emb.get("dim") != self.embedder.dim:
+    def _check_embedder(self, meta: dict[str, Any], name: str) -> None:
+        if meta.get("embedder") != self.embedder.model_id or meta.get("dim") != self.embedder.dim:
             raise IndexError_(
-                f"generation {name} was built with embedder {emb.get('id')} (dim {emb.get('dim')}), "
-                f"but the configured embedder is {self.embedder.model_id} (dim {self.embedder.dim}); "
-                f"{REBUILD_HINT}, or switch the embedder back"
+                f"generation {name} was built with embedder {meta.get('embedder')} "
+                f"(dim {meta.get('dim')}), but the configured embedder is "
+                f"{self.embedder.model_id} (dim {self.embedder.dim})",
+                f"{REBUILD_HINT}, or switch the embedder back",
             )
 
-    def _ensure_open(self) -> None:
-        if self._store is None:
+    def _ensure_open(self) -> ReadModel:
+        if self._model is None:
             self.open()
+        assert self._model is not None
+        return self._model
 
     def close(self) -> None:
-        with self.lock:
-            if self._store is not None:
-                self._store.close()
-            self._store = None
-            self._manifest = None
+        with self._lock:
+            if self._segment is not None:
+                self._segment.close()
+            if self._server is not None:
+                self._server.close()
+            self._segment = self._model = self._server = None
             self._generation = None
-
-    def _remember(self, point: Point) -> None:
-        self.payloads[point.chunk_id] = point.payload
-        self.bm25.add(point.chunk_id, point.sparse.get("bm25", {}))
-        if "sparse" in point.sparse:
-            self.sparse[point.chunk_id] = point.sparse["sparse"]
-
-    def _forget(self, chunk_id: str) -> None:
-        self.payloads.pop(chunk_id, None)
-        self.bm25.remove(chunk_id)
-        self.sparse.pop(chunk_id, None)
 
     # -- consistency ----------------------------------------------------------------------
     def check(self, raise_on_error: bool = False) -> Consistency:
-        """Manifest points == store points == points held in memory, same embedder.
-
-        Opens the live generation first if needed (which raises if it cannot be opened)."""
-        with self.lock:
-            if self._store is None:
-                self.open()  # open() runs this check itself
-            assert self._store is not None and self._manifest is not None
-            manifest_points = sum(d["chunks"] for d in self._manifest["docs"].values())
-            points = self._store.count()
+        """CURRENT names the open generation, and the manifest lists exactly the chunks held.
+        Cheap (in memory): it runs before every search. Opens the live generation if needed
+        (which raises if it cannot be opened)."""
+        with self._lock:
+            model = self._ensure_open()
             problems = []
             current = self.current()
             if current != self._generation:
@@ -280,60 +284,95 @@ class Index:
                     f"CURRENT names {current or 'no generation'} but {self._generation} is open"
                     + ("" if current and (self.root / current).is_dir() else " (it is missing)")
                 )
-            if points != manifest_points:
-                problems.append(
-                    f"the store holds {points} points but the manifest lists {manifest_points}"
-                )
-            if len(self.payloads) != points:
-                problems.append(f"{len(self.payloads)} points in memory but {points} in the store")
+            listed = model.listed_chunks()
+            if listed != model.chunks:
+                problems.append(f"the manifest lists {listed} chunks but {model.chunks} are held")
             result = Consistency(
-                not problems,
-                self._generation,
-                manifest_points,
-                points,
-                self._manifest["embedder"]["id"],
-                problems,
+                not problems, self._generation, listed, model.chunks, self._embedder_id, problems
             )
             if raise_on_error and not result.consistent:
                 raise IndexInconsistent(
                     f"index generation {result.generation} is inconsistent: "
-                    f"{'; '.join(result.problems)}. {REBUILD_HINT}"
+                    f"{'; '.join(result.problems)}",
+                    REBUILD_HINT,
                 )
             return result
 
-    # -- building -------------------------------------------------------------------------
-    def _points(
-        self, docs: Sequence[Document], progress: Progress | None, done: int, total: int
-    ) -> Iterable[list[Point]]:
-        """Chunk, embed (through the cache) and yield points in batches."""
-        pending: list[tuple[Document, Chunk]] = []
+    # -- turning documents into rows ------------------------------------------------------
+    def _info(self, doc: Document, chunks: int) -> DocInfo:
+        return DocInfo(
+            doc.id,
+            doc.title,
+            doc.source,
+            doc.path,
+            self._writable(doc),
+            doc.links,
+            _json_meta(doc.meta),
+            doc.content_hash,
+            chunks,
+            doc.stamp,
+        )
 
-        def flush() -> list[Point]:
+    def _rows(
+        self, docs: Sequence[Document], progress: Progress | None = None
+    ) -> Iterator[tuple[list[DocInfo], list[ChunkRow]]]:
+        """Chunk and embed (through the cache), in batches of about `batch_size` chunks."""
+        infos: list[DocInfo] = []
+        pending: list[tuple[str, Any]] = []
+
+        def flush() -> tuple[list[DocInfo], list[ChunkRow]]:
             embeddings = self.embedder.embed_documents([c.text for _, c in pending])
-            points = []
-            for (doc, chunk), emb in zip(pending, embeddings, strict=True):
-                sparse = {"bm25": term_frequencies(self.tokenizer(chunk.text))}
-                if emb.sparse is not None:
-                    sparse["sparse"] = emb.sparse
-                points.append(
-                    Point(chunk.id, emb.dense, sparse, _payload(doc, chunk, self._writable(doc)))
+            rows = []
+            for (doc_id, chunk), emb in zip(pending, embeddings, strict=True):
+                tf = term_frequencies(self.tokenizer(chunk.text))
+                rows.append(
+                    ChunkRow(
+                        chunk.id,
+                        doc_id,
+                        chunk.n,
+                        chunk.heading,
+                        chunk.body,
+                        np.asarray(emb.dense, dtype=np.float32),
+                        np.fromiter(tf.keys(), dtype=np.int64, count=len(tf)),
+                        np.fromiter(tf.values(), dtype=np.float32, count=len(tf)),
+                        emb.sparse,
+                    )
                 )
+            out = (list(infos), rows)
+            infos.clear()
             pending.clear()
-            return points
+            return out
 
+        done = 0
         for doc in docs:
-            for chunk in chunk_document(doc, self.max_chars):
-                pending.append((doc, chunk))
+            chunks = chunk_document(doc, self.max_chars)
+            infos.append(self._info(doc, len(chunks)))
+            pending.extend((doc.id, c) for c in chunks)
             done += 1
             if len(pending) >= self.batch_size:
                 yield flush()
                 if progress:
-                    progress("embed", done, total)
-        if pending:
+                    progress("embed", done, len(docs))
+        if infos:
             yield flush()
         if progress:
-            progress("embed", done, total)
+            progress("embed", done, len(docs))
 
+    @staticmethod
+    def _doc_rows(infos: Iterable[DocInfo]) -> list[DocRow]:
+        return [DocRow(i.id, i.hash, i.chunks, i.source, i.stamp, i.as_info()) for i in infos]
+
+    @staticmethod
+    def _server_points(infos: Sequence[DocInfo], rows: Sequence[ChunkRow]):
+        by_id = {i.id: i for i in infos}
+        return [
+            (r.chunk_id, r.dense, {"doc_id": r.doc_id, "status": by_id[r.doc_id].status,
+             "type": by_id[r.doc_id].type, "source": by_id[r.doc_id].source,
+             "tags": by_id[r.doc_id].tags})
+            for r in rows
+        ]  # fmt: skip
+
+    # -- building -------------------------------------------------------------------------
     def _next_generation(self) -> str:
         numbers = [int(_GEN.match(g).group(1)) for g in self.generations()]  # type: ignore[union-attr]
         return f"gen-{(max(numbers) + 1) if numbers else 1:06d}"
@@ -351,58 +390,61 @@ class Index:
         on the live generation go on meanwhile (one prepare at a time is the caller's job)."""
         start = time.perf_counter()
         docs = list(docs)
-        self.root.mkdir(parents=True, exist_ok=True)
         seen: set[str] = set()
-        unique_docs = []
         for doc in docs:
             if doc.id in seen:
                 raise IndexError_(f"two documents share the id {doc.id!r}; ids must be unique")
             seen.add(doc.id)
-            unique_docs.append(doc)
+        self.root.mkdir(parents=True, exist_ok=True)
         name = self._next_generation()
         gen_dir = self.root / name
         gen_dir.mkdir()
-        store = self._store_for(name)
-        manifest: dict[str, Any] = {
-            "format": 1,
-            "generation": name,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "embedder": {
-                "id": self.embedder.model_id,
-                "dim": self.embedder.dim,
-                "sparse": self.embedder.has_sparse,
-            },
-            "max_chars": self.max_chars,
-            "docs": {},
-        }
+        segment = SegmentFile(gen_dir / SEGMENT_FILE, create=True)
+        server = self._server_for(name)
         chunks = 0
         try:
-            sparse_names = ["bm25", "sparse"] if self.embedder.has_sparse else ["bm25"]
-            store.create(self.embedder.dim, sparse_names)
-            with store.bulk():
-                for batch in self._points(unique_docs, progress, 0, len(unique_docs)):
-                    store.upsert(batch)
-                    chunks += len(batch)
-            for doc in unique_docs:
-                manifest["docs"][doc.id] = self._manifest_entry(doc)
-            atomic_write(gen_dir / MANIFEST, json.dumps(manifest, ensure_ascii=False).encode())
-            points = store.count()
-            expected = sum(d["chunks"] for d in manifest["docs"].values())
-            if points != expected or chunks != expected:
+            segment.set_meta(
+                {
+                    "format": FORMAT,
+                    "generation": name,
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "embedder": self.embedder.model_id,
+                    "dim": self.embedder.dim,
+                    "sparse": self.embedder.has_sparse,
+                    "max_chars": self.max_chars,
+                }
+            )
+            if server is not None:
+                server.create(self.embedder.dim)
+            for infos, rows in self._rows(docs, progress):
+                segment.write(self._doc_rows(infos), rows, bulk=True)
+                if server is not None:
+                    server.upsert(self._server_points(infos, rows))
+                chunks += len(rows)
+            listed, present = segment.counts()
+            if listed != present or present != chunks:
                 raise IndexInconsistent(
-                    f"new generation {name} holds {points} points, expected {expected}; "
+                    f"new generation {name} holds {present} chunks, expected {listed}; "
                     "CURRENT was not switched"
                 )
+            if server is not None and server.count() != chunks:
+                raise IndexInconsistent(
+                    f"new generation {name}: the Qdrant collection holds {server.count()} "
+                    f"points, expected {chunks}; CURRENT was not switched"
+                )
         finally:
-            store.close()
-        return Prepared(name, len(unique_docs), chunks, time.perf_counter() - start)
+            segment.close()
+            if server is not None:
+                server.close()
+        return Prepared(name, len(docs), chunks, time.perf_counter() - start)
 
     def activate(self, prepared: Prepared) -> BuildReport:
         """Switch CURRENT to a prepared generation (atomically) and open it."""
-        with self.lock:
+        with self._lock:
             start = time.perf_counter()
             previous = self.current()
             atomic_write(self.root / CURRENT, (prepared.generation + "\n").encode())
+            self.close()
             removed = self._clean(keep={prepared.generation, previous} - {None})
             self.open()
             return BuildReport(
@@ -414,27 +456,58 @@ class Index:
                 removed,
             )
 
-    def _manifest_entry(self, doc: Document) -> dict[str, Any]:
-        return {
-            "hash": doc.content_hash,
-            "chunks": len(chunk_document(doc, self.max_chars)),
-            "source": doc.source,
-        }
-
     def _clean(self, keep: set[str]) -> list[str]:
         """Remove generations other than `keep`: orphans of dead builds and old ones."""
         removed = []
         for gen in self.generations():
             if gen not in keep:
-                if self.qdrant_url:
-                    store = self._store_for(gen)
-                    store.drop()
-                    store.close()
+                server = self._server_for(gen)
+                if server is not None:
+                    server.drop()
+                    server.close()
                 shutil.rmtree(self.root / gen, ignore_errors=True)
                 removed.append(gen)
         return removed
 
-    # -- incremental refresh ------------------------------------------------------------
+    # -- changes --------------------------------------------------------------------------
+    def apply(
+        self,
+        upserts: Iterable[Document] = (),
+        deletes: Iterable[str] = (),
+        progress: Progress | None = None,
+    ) -> RefreshReport:
+        """Index these documents (new or changed) and drop these ids, in one transaction.
+        Only the given documents are chunked and embedded; nothing else is looked at."""
+        with self._lock:
+            model = self._ensure_open()
+            self.check(raise_on_error=True)
+            assert self._segment is not None
+            upserts = list(upserts)
+            gone = [d for d in dict.fromkeys(deletes) if d in model.docs]
+            report = RefreshReport(self._generation or "")
+            for doc in upserts:
+                (report.updated if doc.id in model.docs else report.added).append(doc.id)
+            report.removed = gone
+            if not upserts and not gone:
+                return report
+            infos: list[DocInfo] = []
+            rows: list[ChunkRow] = []
+            for batch_infos, batch_rows in self._rows(upserts, progress):
+                infos.extend(batch_infos)
+                rows.extend(batch_rows)
+            self._segment.write(self._doc_rows(infos), rows, gone)
+            if self._server is not None:
+                old = [
+                    model.chunk_of(s) for d in [*gone, *report.updated] for s in model.slots_of(d)
+                ]
+                new_ids = {r.chunk_id for r in rows}
+                self._server.delete([c for c in old if c not in new_ids])
+                self._server.upsert(self._server_points(infos, rows))
+            model.apply(infos, rows, gone)
+            report.chunks_embedded = len(rows)
+            self.check(raise_on_error=True)
+            return report
+
     def refresh(
         self,
         docs: Iterable[Document],
@@ -443,59 +516,121 @@ class Index:
         keep: Iterable[str] = (),
         progress: Progress | None = None,
     ) -> RefreshReport:
-        """Bring the live generation in line with `docs`.
-
-        Documents whose content hash changed are re-chunked and re-embedded (the cache makes
-        unchanged chunks free); documents of `sources` (all sources when None) that are not in
-        `docs` are removed, except the ids in `keep` (files that exist but cannot be read
-        right now keep their last good version). Documents of other sources are left alone.
-        """
-        with self.lock:
-            self._ensure_open()
-            self.check(raise_on_error=True)
-            assert self._manifest is not None and self._store is not None
-            known: dict[str, Any] = self._manifest["docs"]
-            report = RefreshReport(self._generation or "")
+        """Bring the live generation in line with the full list `docs`: documents whose
+        content hash changed are applied; documents of `sources` (all when None) that are not
+        in `docs` are dropped, except the ids in `keep` (files that exist but cannot be read
+        right now keep their last good version). Hashes every document: for occasional use
+        (a start, a web app's load), not per search."""
+        with self._lock:
+            model = self._ensure_open()
             docs = list(docs)
             wanted = {d.id for d in docs} | set(keep)
             scope = set(sources) if sources is not None else None
-            changed = [d for d in docs if known.get(d.id, {}).get("hash") != d.content_hash]
+            changed, restamp = [], {}
+            for d in docs:
+                known = model.docs.get(d.id)
+                if known is None or known.hash != d.content_hash:
+                    changed.append(d)
+                elif d.stamp != known.stamp:
+                    restamp[d.id] = d.stamp
             gone = [
                 doc_id
-                for doc_id, entry in known.items()
-                if doc_id not in wanted and (scope is None or entry.get("source") in scope)
+                for doc_id, info in model.docs.items()
+                if doc_id not in wanted and (scope is None or info.source in scope)
             ]
-            if not changed and not gone:
-                return report
-            for doc in changed:
-                (report.updated if doc.id in known else report.added).append(doc.id)
-            report.removed = gone
-            stale: list[str] = []
-            for doc_id in gone + [d.id for d in changed if d.id in known]:
-                stale.extend(f"{doc_id}#{n}" for n in range(known[doc_id]["chunks"]))
-            new_points: list[Point] = []
-            for batch in self._points(changed, progress, 0, len(changed)):
-                new_points.extend(batch)
-            new_ids = {p.chunk_id for p in new_points}
-            to_delete = [c for c in stale if c not in new_ids]
-            self._store.upsert(new_points)
-            self._store.delete(to_delete)
-            for chunk_id in to_delete:
-                self._forget(chunk_id)
-            for point in new_points:
-                self._remember(point)
-            for doc_id in gone:
-                known.pop(doc_id, None)
-            for doc in changed:
-                known[doc.id] = self._manifest_entry(doc)
-            report.chunks_embedded = len(new_points)
-            atomic_write(
-                self.root / self._generation / MANIFEST,  # type: ignore[operator]
-                json.dumps(self._manifest, ensure_ascii=False).encode(),
-            )
-            self.check(raise_on_error=True)
-            return report
+            if restamp:
+                self.set_stamps(restamp)
+            return self.apply(changed, gone, progress)
 
-    # -- lookups used by search -----------------------------------------------------------
+    def set_stamps(self, stamps: dict[str, str | None]) -> None:
+        """Record new stamps of documents whose content did not change (a touched file)."""
+        with self._lock:
+            model = self._ensure_open()
+            assert self._segment is not None
+            self._segment.set_stamps(stamps)
+            for doc_id, stamp in stamps.items():
+                info = model.docs.get(doc_id)
+                if info is not None:
+                    model.docs[doc_id] = DocInfo(**{**info.__dict__, "stamp": stamp})
+
+    # -- lookups --------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._ensure_open().docs)
+
+    def doc(self, doc_id: str) -> DocInfo | None:
+        return self._ensure_open().docs.get(doc_id)
+
+    def docs(self) -> Iterator[DocInfo]:
+        """Every document of the live generation (a snapshot)."""
+        return self._ensure_open().iter_docs()
+
+    def token_idf(self, token: str) -> float:
+        """The lexical channel's IDF of a token as the tokenizer spells it (how rare it is)."""
+        return self._ensure_open().bm25.token_idf(token)
+
+    def preview(self, doc_id: str) -> str:
+        """The text of a document's first chunk (empty if the document is not indexed)."""
+        model = self._ensure_open()
+        assert self._segment is not None
+        chunk_id = f"{doc_id}#0"
+        if model.doc_of(chunk_id) is None:
+            return ""
+        return self._segment.texts([chunk_id]).get(chunk_id, ("", ""))[1]
+
+    def similar(
+        self,
+        doc: Document,
+        limit: int = 5,
+        flt: Filter | None = None,
+        exclude: Iterable[str] = (),
+    ) -> list[tuple[str, float]]:
+        """The documents nearest to `doc` by the cosine of its first chunk's dense vector to
+        each stored chunk (best chunk per document), filtered, best first."""
+        with self._lock:
+            self._ensure_open()
+            chunk = chunk_document(doc, self.max_chars)[0]
+            vector = self.embedder.embed_documents([chunk.text])[0].dense
+            skip = set(exclude)
+            out: dict[str, float] = {}
+            for chunk_id, score in self._dense(vector, limit * 4 + len(skip), flt):
+                doc_id = self._model.doc_of(chunk_id) if self._model else None
+                if doc_id and doc_id not in skip and doc_id not in out:
+                    out[doc_id] = score
+                if len(out) >= limit:
+                    break
+            return list(out.items())
+
+    # -- channels (used by ragcore.search) -----------------------------------------------
+    def _mask(self, flt: Filter | None) -> np.ndarray | None:
+        return self._ensure_open().mask(flt)
+
+    def _dense(self, vector, limit: int, flt: Filter | None, mask=None) -> list[tuple[str, float]]:
+        if self._server is not None:
+            return self._server.search(vector, limit, flt)
+        model = self._ensure_open()
+        return model.dense_search(vector, limit, model.mask(flt) if mask is None else mask)
+
+    def _payloads(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The payload of each chunk: its document's payload plus n, heading and text."""
+        model = self._ensure_open()
+        assert self._segment is not None
+        texts = self._segment.texts(list(chunk_ids))
+        out = {}
+        for cid in chunk_ids:
+            doc_id = model.doc_of(cid)
+            if doc_id is None:
+                continue
+            heading, text = texts.get(cid, ("", ""))
+            n = int(cid.rsplit("#", 1)[1]) if "#" in cid else 0
+            out[cid] = {**model.docs[doc_id].payload(), "n": n, "heading": heading, "text": text}
+        return out
+
+    def _doc_of(self, chunk_id: str) -> str | None:
+        return self._ensure_open().doc_of(chunk_id)
+
     def dense_vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        return self.store.dense_vectors(chunk_ids)
+        model = self._ensure_open()
+        if model.with_dense:
+            return model.vectors(chunk_ids)
+        assert self._segment is not None
+        return self._segment.dense(chunk_ids)

@@ -80,10 +80,9 @@ def _per_document(index: Index, chunk_hits: list[tuple[str, float]]) -> dict[str
     """Best chunk per document, ranked by score (1-based)."""
     best: dict[str, tuple[str, float]] = {}
     for chunk_id, score in chunk_hits:
-        payload = index.payloads.get(chunk_id)
-        if payload is None:
+        doc_id = index._doc_of(chunk_id)
+        if doc_id is None:
             continue
-        doc_id = payload["doc_id"]
         if doc_id not in best or score > best[doc_id][1]:
             best[doc_id] = (chunk_id, score)
     ordered = sorted(best.items(), key=lambda kv: -kv[1][1])
@@ -91,26 +90,6 @@ def _per_document(index: Index, chunk_hits: list[tuple[str, float]]) -> dict[str
         doc: ChannelHit(rank, score, chunk)
         for rank, (doc, (chunk, score)) in enumerate(ordered, start=1)
     }
-
-
-def _allowed(index: Index, flt: Filter | None) -> set[str] | None:
-    if flt is None or flt.is_empty():
-        return None
-    return {cid for cid, payload in index.payloads.items() if flt.matches(payload)}
-
-
-def _sparse_search(
-    index: Index, query: dict[int, float], limit: int, allowed: set[str] | None
-) -> list[tuple[str, float]]:
-    scores = []
-    for chunk_id, vec in index.sparse.items():
-        if allowed is not None and chunk_id not in allowed:
-            continue
-        s = sum(w * vec.get(t, 0.0) for t, w in query.items())
-        if s > 0:
-            scores.append((chunk_id, s))
-    scores.sort(key=lambda x: -x[1])
-    return scores[:limit]
 
 
 def _snippet(text: str, n: int) -> str:
@@ -132,19 +111,20 @@ def search(
     model loads); the result then says `degraded`."""
     config = config or SearchConfig()
     timings: dict[str, float] = {}
-    with index.lock:
+    with index._lock:
         t0 = time.perf_counter()
         index.check(raise_on_error=True)
         query = query.strip()
         if not query:
             return SearchResult([], index.generation)
-        allowed = _allowed(index, flt)
+        model = index._ensure_open()
+        mask = model.mask(flt)
         channels: dict[str, dict[str, ChannelHit]] = {}
         degraded = None
         q_emb = None
         t = time.perf_counter()
         q_tf = term_frequencies(index.tokenizer(query))
-        lexical_hits = index.bm25.search(q_tf, config.candidates, allowed)
+        lexical_hits = model.lexical_search(q_tf, config.candidates, mask)
         channels["lexical"] = _per_document(index, lexical_hits)
         floors: dict[str, float] = {}
         if len(lexical_hits) < config.candidates:  # every match is in: the rest score 0
@@ -155,11 +135,11 @@ def search(
             q_emb = index.embedder.embed_query(query)
             timings["embed"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
-            dense_hits = index.store.search_dense(q_emb.dense, config.candidates, flt)
+            dense_hits = index._dense(q_emb.dense, config.candidates, flt, mask)
             channels["dense"] = _per_document(index, dense_hits)
             timings["dense"] = (time.perf_counter() - t) * 1000
-            if q_emb.sparse and index.sparse:
-                sparse_hits = _sparse_search(index, q_emb.sparse, config.candidates, allowed)
+            if q_emb.sparse and model.has_sparse:
+                sparse_hits = model.sparse_search(q_emb.sparse, config.candidates, mask)
                 channels["sparse"] = _per_document(index, sparse_hits)
                 if len(sparse_hits) < config.candidates:
                     floors["sparse"] = 0.0
@@ -174,11 +154,16 @@ def search(
         if config.mmr_lambda < 1.0 and q_emb is not None and len(ranked) > 1:
             ranked = _mmr(index, ranked, channels, config)
         hits = []
+        shown: dict[str, ChannelHit] = {}
+        for doc_id, _ in ranked[:limit]:
+            doc_channels = [ch[doc_id] for ch in channels.values() if doc_id in ch]
+            # The chunk shown for the document: its best-ranked one across channels.
+            shown[doc_id] = min(doc_channels, key=lambda c: c.rank)
+        payloads = index._payloads([c.chunk_id for c in shown.values()])
         for doc_id, score in ranked[:limit]:
             doc_channels = {name: ch[doc_id] for name, ch in channels.items() if doc_id in ch}
-            # The chunk shown for the document: its best-ranked one across channels.
-            best = min(doc_channels.values(), key=lambda c: c.rank)
-            payload = index.payloads[best.chunk_id]
+            best = shown[doc_id]
+            payload = payloads[best.chunk_id]
             hits.append(
                 Hit(
                     doc_id=doc_id,

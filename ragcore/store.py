@@ -1,39 +1,31 @@
-"""The vector store: where an index generation keeps its points.
+"""Filters, and the dense store of the scale-out path: a Qdrant server.
 
-`Store` is the interface; `QdrantStore` implements it on qdrant-client, in local mode (embedded,
-files in the generation directory; the default) or against a Qdrant server URL (the scale-out
-path). Local mode is not thread-safe, so every call takes one lock; it holds an exclusive file
-lock per path, so one process owns a generation at a time.
+`Filter` says which chunks a search may return. The default read path evaluates it on the
+in-memory read model (`ragcore.readmodel`). With a Qdrant server (`qdrant_url`), dense search
+runs on the server instead: each generation is a collection holding every chunk's dense vector
+and the fields filters use (doc_id, status, type, source, tags - each with a keyword payload
+index), and the filter is pushed down (`qdrant_filter`). Everything else (the manifest, the
+lexical channel, the text) stays in the generation's local segment.
 
-A point carries a chunk's dense vector, its sparse vectors (`bm25` term frequencies, and
-`sparse` lexical weights when the model has them) and its payload. Point ids are UUIDs derived
-from the chunk id, so the chunk id alone addresses a point.
+`QdrantStore(location=":memory:")` runs the same code against qdrant-client's in-process
+engine: that is how the tests exercise the server path without a server.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["Filter", "Point", "QdrantStore", "Store"]
+__all__ = ["Filter", "QdrantStore", "qdrant_filter"]
 
 COLLECTION = "chunks"
 _NAMESPACE = uuid.UUID("6f1c1c59-2b0a-4b7e-9a55-7d1f3c3e5a10")
-
-
-@dataclass
-class Point:
-    chunk_id: str
-    dense: np.ndarray
-    sparse: dict[str, dict[int, float]] = field(default_factory=dict)
-    payload: dict[str, Any] = field(default_factory=dict)
+FILTER_FIELDS = ("doc_id", "status", "type", "source", "tags")
 
 
 @dataclass(frozen=True)
@@ -70,60 +62,36 @@ def point_uuid(chunk_id: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, chunk_id))
 
 
-class Store(Protocol):
-    """Persistence and dense search for one generation's points."""
-
-    def create(self, dim: int, sparse_names: Sequence[str]) -> None: ...
-
-    def upsert(self, points: Sequence[Point]) -> None: ...
-
-    def delete(self, chunk_ids: Sequence[str]) -> None: ...
-
-    def count(self) -> int: ...
-
-    def scroll(self, with_dense: bool = False) -> Iterator[Point]: ...
-
-    def search_dense(
-        self, vector: np.ndarray, limit: int, flt: Filter | None = None
-    ) -> list[tuple[str, float]]: ...
-
-    def dense_vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]: ...
-
-    def bulk(self) -> Any: ...
-
-    def close(self) -> None: ...
-
-
 class QdrantStore:
-    """qdrant-client in local mode (a directory) or against a server (`url`).
-
-    With a server, `collection` must be unique per generation; in local mode each generation
-    has its own directory and the collection is always `chunks`.
-    """
+    """The dense vectors of one generation in a Qdrant collection, searched with the filter
+    pushed down. `url` is a server; `location=":memory:"` (or a path) is qdrant-client's
+    in-process engine, which speaks the same API (for tests)."""
 
     def __init__(
         self,
-        path: str | Path | None = None,
         *,
         url: str | None = None,
+        location: str | None = None,
         collection: str = COLLECTION,
         api_key: str | None = None,
     ):
         from qdrant_client import QdrantClient
 
-        if (path is None) == (url is None):
-            raise ValueError("QdrantStore needs exactly one of path or url")
-        self.path = Path(path) if path is not None else None
+        if (url is None) == (location is None):
+            raise ValueError("QdrantStore needs exactly one of url or location")
         self.collection = collection
+        self.url = url
         self._lock = threading.RLock()
-        if self.path is not None:
-            self.path.mkdir(parents=True, exist_ok=True)
-            self._client = QdrantClient(path=str(self.path))
-        else:
+        if url is not None:
             self._client = QdrantClient(url=url, api_key=api_key)
+        elif location == ":memory:":
+            self._client = QdrantClient(location=":memory:")
+        else:
+            self._client = QdrantClient(path=location)
 
     # -- lifecycle ------------------------------------------------------------------------
-    def create(self, dim: int, sparse_names: Sequence[str]) -> None:
+    def create(self, dim: int) -> None:
+        """The collection with a cosine `dense` vector and a keyword index per filter field."""
         from qdrant_client import models
 
         with self._lock:
@@ -134,12 +102,20 @@ class QdrantStore:
                 vectors_config={
                     "dense": models.VectorParams(size=dim, distance=models.Distance.COSINE)
                 },
-                sparse_vectors_config={name: models.SparseVectorParams() for name in sparse_names},
             )
+            if self.url is None:
+                return  # qdrant-client's local engine ignores payload indexes (it scans)
+            for name in FILTER_FIELDS:
+                self._client.create_payload_index(
+                    self.collection, name, field_schema=models.PayloadSchemaType.KEYWORD
+                )
+
+    def payload_indexes(self) -> set[str]:
+        with self._lock:
+            info = self._client.get_collection(self.collection)
+        return set(info.payload_schema or {})
 
     def drop(self) -> None:
-        """Delete the collection (server mode cleans up old generations this way; in local
-        mode the generation directory is removed instead)."""
         with self._lock:
             if self._client.collection_exists(self.collection):
                 self._client.delete_collection(self.collection)
@@ -152,62 +128,19 @@ class QdrantStore:
         with self._lock:
             self._client.close()
 
-    class _Bulk:
-        """Inside `with store.bulk():` local-mode writes skip the per-point fsync; the file is
-        synced once on leaving the block. (qdrant-client local mode commits one SQLite
-        transaction per point; with synchronous=FULL each one pays an fsync.) Why this is safe:
-        docs/adr/0002-bulk-build-without-per-point-fsync.md."""
-
-        def __init__(self, store: QdrantStore):
-            self.store = store
-            self.conn = None
-
-        def __enter__(self):
-            self.conn = self.store._sqlite()
-            if self.conn is not None:
-                self.conn.execute("PRAGMA synchronous=OFF")
-            return self
-
-        def __exit__(self, *exc):
-            if self.conn is not None:
-                self.conn.execute("PRAGMA synchronous=FULL")
-                path = self.store.path / "collection" / self.store.collection / "storage.sqlite"
-                if path.exists():
-                    fd = os.open(path, os.O_RDONLY)
-                    try:
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-            return False
-
-    def bulk(self) -> QdrantStore._Bulk:
-        return QdrantStore._Bulk(self)
-
-    def _sqlite(self):
-        """The SQLite connection behind a local-mode collection, or None (server mode)."""
-        if self.path is None:
-            return None
-        local = getattr(self._client, "_client", None)
-        collection = getattr(local, "collections", {}).get(self.collection)
-        storage = getattr(collection, "storage", None)
-        return getattr(storage, "storage", None)
-
     # -- writes ---------------------------------------------------------------------------
-    def upsert(self, points: Sequence[Point]) -> None:
+    def upsert(self, points: Sequence[tuple[str, np.ndarray, dict[str, Any]]]) -> None:
+        """(chunk id, dense vector, filter fields) of each point."""
         from qdrant_client import models
 
-        structs = []
-        for p in points:
-            vector: dict[str, Any] = {"dense": np.asarray(p.dense, dtype=np.float32).tolist()}
-            for name, sparse in p.sparse.items():
-                items = sorted(sparse.items())
-                vector[name] = models.SparseVector(
-                    indices=[k for k, _ in items], values=[float(v) for _, v in items]
-                )
-            payload = dict(p.payload, chunk_id=p.chunk_id)
-            structs.append(
-                models.PointStruct(id=point_uuid(p.chunk_id), vector=vector, payload=payload)
+        structs = [
+            models.PointStruct(
+                id=point_uuid(chunk_id),
+                vector={"dense": np.asarray(dense, dtype=np.float32).tolist()},
+                payload={"chunk_id": chunk_id, **{k: fields.get(k) for k in FILTER_FIELDS}},
             )
+            for chunk_id, dense, fields in points
+        ]
         with self._lock:
             for start in range(0, len(structs), 256):
                 self._client.upsert(self.collection, structs[start : start + 256], wait=True)
@@ -229,48 +162,7 @@ class QdrantStore:
         with self._lock:
             return self._client.count(self.collection, exact=True).count
 
-    def scroll(self, with_dense: bool = False) -> Iterator[Point]:
-        """Every point with its payload and sparse vectors (and dense, if asked)."""
-        offset = None
-        while True:
-            with self._lock:
-                records, offset = self._client.scroll(
-                    self.collection, limit=512, offset=offset, with_payload=True, with_vectors=True
-                )
-            for r in records:
-                vectors = r.vector if isinstance(r.vector, dict) else {}
-                sparse = {
-                    name: dict(zip(v.indices, v.values, strict=True))
-                    for name, v in vectors.items()
-                    if name != "dense" and hasattr(v, "indices")
-                }
-                dense = (
-                    np.asarray(vectors.get("dense", ()), dtype=np.float32)
-                    if with_dense
-                    else np.empty(0)
-                )
-                payload = dict(r.payload or {})
-                yield Point(payload.pop("chunk_id"), dense, sparse, payload)
-            if offset is None:
-                return
-
-    def dense_vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        if not chunk_ids:
-            return {}
-        with self._lock:
-            records = self._client.retrieve(
-                self.collection,
-                [point_uuid(c) for c in chunk_ids],
-                with_payload=["chunk_id"],
-                with_vectors=["dense"],
-            )
-        out = {}
-        for r in records:
-            vec = r.vector["dense"] if isinstance(r.vector, dict) else r.vector
-            out[r.payload["chunk_id"]] = np.asarray(vec, dtype=np.float32)
-        return out
-
-    def search_dense(
+    def search(
         self, vector: np.ndarray, limit: int, flt: Filter | None = None
     ) -> list[tuple[str, float]]:
         if flt is not None and flt.doc_ids is not None and not flt.doc_ids:
@@ -281,13 +173,15 @@ class QdrantStore:
                 query=np.asarray(vector, dtype=np.float32).tolist(),
                 using="dense",
                 limit=limit,
-                query_filter=_to_qdrant(flt),
+                query_filter=qdrant_filter(flt),
                 with_payload=["chunk_id"],
             )
         return [(p.payload["chunk_id"], float(p.score)) for p in result.points]
 
 
-def _to_qdrant(flt: Filter | None):
+def qdrant_filter(flt: Filter | None):
+    """A `Filter` as Qdrant's filter: one `must` condition per given field, `MatchAny` over its
+    values (a tag matches when the chunk has any of them)."""
     if flt is None or flt.is_empty():
         return None
     from qdrant_client import models

@@ -174,6 +174,7 @@ def test_oversized_input_is_refused_with_its_bound(home, shared_cache):
     s = ProxySession(home, shared_cache)
     try:
         s.initialize()
+        DaemonClient(home).admin("sync")  # the index is built: no refusal is a `not_ready`
         huge = s.call("memory_search", query="deploy " * 500_000)  # 3.5 MB
         assert huge["isError"]
         error = huge["structuredContent"]["error"]

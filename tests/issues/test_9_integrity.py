@@ -12,6 +12,7 @@ from memory_agent.clock import Clock, parse_time
 from memory_agent.errors import Conflict, Invalid, WriteFailed
 from memory_agent.gateway import Gateway
 from memory_agent.memory import Memory
+from ragcore import IndexInconsistent
 from tests.memory_agent.helpers import git, make_memory
 
 UV = "decision/use-uv-for-locking.md"
@@ -211,7 +212,7 @@ def test_a_stale_index_lock_rolls_the_write_back_now_and_says_so(memory, gateway
     lock.unlink()
     # once the fault clears, nothing of the failed write is committed behind the user's back
     later = gateway.add("Releases are tagged", "With vX.Y.Z.", type="fact")
-    assert git(memory.kb_dir, "show", "--name-only", "--format=", "HEAD").split() == [
+    assert git(memory.kb_dir, "log", "--name-only", "--format=", f"{head}..HEAD").split() == [
         "fact/releases-are-tagged.md"
     ]
     assert later["status"] == "created"
@@ -290,8 +291,9 @@ def test_status_is_inconsistent_when_current_names_a_missing_generation(env_home
     status = memory.status()
     assert status["consistent"] is False
     assert "gen-000042" in status["problems"][0] and "missing" in status["problems"][0]
-    with pytest.raises(Exception, match="memory-agent rebuild"):
+    with pytest.raises(IndexInconsistent) as refused:
         memory.search("how do we lock dependencies")
+    assert "memory-agent rebuild" in refused.value.fix
 
 
 def test_a_new_home_is_owner_only(env_home, minilm_model, gateway):

@@ -1,6 +1,7 @@
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,6 @@ from ragcore import (
     Index,
     IndexError_,
     IndexInconsistent,
-    QdrantStore,
     search,
 )
 
@@ -100,7 +100,7 @@ def test_refresh_leaves_other_sources_alone(tmp_path, cached_minilm, notes):
     index.build(notes + [other])
     report = index.refresh(notes[:2], sources=["kb"])
     assert "repo/README.md" not in report.removed and len(report.removed) == len(notes) - 2
-    assert "repo/README.md" in index.manifest["docs"]
+    assert index.doc("repo/README.md").source == "repo"
 
 
 def test_points_removed_behind_the_manifests_back_make_search_raise(tmp_path, cached_minilm, notes):
@@ -108,14 +108,16 @@ def test_points_removed_behind_the_manifests_back_make_search_raise(tmp_path, ca
     index.build(notes)
     gen = index.generation
     index.close()
-    store = QdrantStore(tmp_path / "index" / gen / "store")
-    store.delete([f"{notes[0].id}#0", f"{notes[1].id}#0"])
-    store.close()
-    with pytest.raises(IndexInconsistent, match="memory-agent rebuild") as err:
+    with sqlite3.connect(tmp_path / "index" / gen / "segment.sqlite") as db:
+        db.execute(
+            "DELETE FROM chunks WHERE chunk_id IN (?, ?)", (f"{notes[0].id}#0", f"{notes[1].id}#0")
+        )
+    with pytest.raises(IndexInconsistent) as err:
         index.open()
-    assert "store holds 4 points but the manifest lists 6" in str(err.value)
+    assert "segment holds 4 chunks but the manifest lists 6" in str(err.value)
+    assert "memory-agent rebuild" in err.value.fix
     broken = Index(tmp_path / "index", cached_minilm)
-    with pytest.raises(IndexInconsistent, match="memory-agent rebuild"):
+    with pytest.raises(IndexInconsistent):
         search(broken, "qdrant")
 
 
@@ -123,17 +125,17 @@ def test_an_index_built_with_another_embedder_refuses_to_open(tmp_path, cached_m
     index = Index(tmp_path / "index", cached_minilm)
     index.build(notes)
     index.close()
-    manifest_path = tmp_path / "index" / "gen-000001" / "manifest.json"
-    manifest = json.loads(manifest_path.read_text())
-    manifest["embedder"]["id"] = "bge-m3:other"
-    manifest_path.write_text(json.dumps(manifest))
-    with pytest.raises(IndexError_, match="built with embedder bge-m3:other.*memory-agent rebuild"):
+    with sqlite3.connect(tmp_path / "index" / "gen-000001" / "segment.sqlite") as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'embedder'", (json.dumps("bge-m3:x"),))
+    with pytest.raises(IndexError_, match="built with embedder bge-m3:x") as err:
         Index(tmp_path / "index", cached_minilm).open()
+    assert "memory-agent rebuild" in err.value.fix
 
 
 def test_no_index_raises_naming_rebuild(tmp_path, cached_minilm):
-    with pytest.raises(IndexError_, match="no index under .*memory-agent rebuild"):
+    with pytest.raises(IndexError_, match="no index under") as err:
         search(Index(tmp_path / "none", cached_minilm), "anything")
+    assert "memory-agent rebuild" in err.value.fix
 
 
 def test_filters_explain_and_status(tmp_path, cached_minilm, notes):

@@ -1,0 +1,346 @@
+"""The read side of the tools: search, get, history. Each takes the `Memory` it reads from.
+
+Search is relevance from ragcore, then the dynamics of `memory_agent.ranking` on top; it
+returns, with its hits, the channel that ranked each one best (for the usage log).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memory_agent import limits
+from memory_agent.errors import Invalid, NotFound, NotReady
+from memory_agent.kb import ENTRY_TYPES, read_entry
+from memory_agent.ranking import Ranked, _ts, rerank
+from memory_agent.scanner import KB_SOURCE, kb_files
+from ragcore import DocumentError, Filter, Index, SearchConfig, search
+
+if TYPE_CHECKING:
+    from memory_agent.memory import Memory
+
+__all__ = [
+    "Found",
+    "check_search",
+    "default_filter",
+    "get",
+    "history",
+    "link_graph",
+    "rank",
+    "run_search",
+    "standing_at",
+]
+
+
+@dataclass
+class Found:
+    """A search's reply and, per hit, the channel that ranked it best."""
+
+    reply: dict[str, Any]
+    channels: dict[str, str]
+
+
+def check_search(query: Any, limit: Any, types: Any, tags: Any, as_of: Any) -> float | None:
+    """Refuse bad search arguments (naming the bound); the as_of cutoff, if any."""
+    if not isinstance(query, str) or not query.strip():
+        raise Invalid("query: empty", "say what you are looking for, e.g. 'how do we release'")
+    limits.check_text("query", query, limits.MAX_QUERY)
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise Invalid(f"limit: {limit!r} is not a whole number", "pass 1 to 50")
+    if not 1 <= limit <= limits.MAX_LIMIT:
+        raise Invalid(
+            f"limit: {limit} is out of range", f"pass a number from 1 to {limits.MAX_LIMIT}"
+        )
+    if types is not None:
+        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+            raise Invalid("types: must be a list of types", f"use {', '.join(ENTRY_TYPES)}")
+        unknown = [t for t in types if t not in ENTRY_TYPES]
+        if unknown:
+            raise Invalid(
+                f"types: {', '.join(map(repr, unknown))} "
+                f"{'is not a type' if len(unknown) == 1 else 'are not types'}",
+                f"use any of {', '.join(ENTRY_TYPES)}",
+            )
+    if tags is not None:
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise Invalid("tags: must be a list of words", "pass tags like [git, testing]")
+        if len(tags) > limits.MAX_TAGS:
+            raise Invalid(
+                f"tags: {len(tags)} tags is over the limit of {limits.MAX_TAGS}",
+                "filter by fewer tags",
+            )
+    return as_of_cutoff(as_of) if as_of else None
+
+
+def as_of_cutoff(as_of: str) -> float:
+    """The end of the day `as_of` (YYYY-MM-DD, UTC) as a timestamp."""
+    try:
+        day = dt.date.fromisoformat(str(as_of))
+    except ValueError as exc:
+        raise Invalid(f"as_of: {as_of!r} is not a date", "use YYYY-MM-DD, e.g. 2026-06-30") from exc
+    end = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC) + dt.timedelta(days=1)
+    return end.timestamp() - 0.001
+
+
+def standing_at(index: Index, cutoff: float) -> tuple[str, ...]:
+    """Ids of the documents that existed and were neither superseded nor archived at `cutoff`."""
+    keep = []
+    for info in index.docs():
+        created = _ts(info.meta.get("created"))
+        ended = [
+            t
+            for t in (_ts(info.meta.get("superseded_at")), _ts(info.meta.get("archived_at")))
+            if t is not None
+        ]
+        if created is not None and created > cutoff:
+            continue
+        if ended and min(ended) <= cutoff:
+            continue
+        keep.append(info.id)
+    return tuple(sorted(keep))
+
+
+def link_graph(index: Index) -> dict[str, list[tuple[str, str]]]:
+    """[[wikilinks]] between documents (a link to a superseded entry leads on to its
+    successor, as a `supersedes` edge), both directions."""
+    successor: dict[str, str] = {}
+    links: dict[str, list[str]] = {}
+    for info in index.docs():
+        links[info.id] = list(info.links)
+        if info.meta.get("superseded_by"):
+            successor[info.id] = str(info.meta["superseded_by"])
+    graph: dict[str, list[tuple[str, str]]] = {}
+    for doc, targets in links.items():
+        for target in targets:
+            kind = "wikilink"
+            seen = {target}
+            while target in successor and successor[target] not in seen:
+                target, kind = successor[target], "supersedes"
+                seen.add(target)
+            if target in links:
+                graph.setdefault(doc, []).append((target, kind))
+                graph.setdefault(target, []).append((doc, kind))
+    return graph
+
+
+def rank(
+    index: Index,
+    query: str,
+    flt: Filter,
+    *,
+    limit: int,
+    stats: dict[str, Any],
+    now: float,
+    graph: dict[str, list[tuple[str, str]]],
+    explain: bool = False,
+    use_dense: bool = True,
+) -> Found:
+    """ragcore's relevance, then the memory's dynamics (`memory_agent.ranking`): the path every
+    search takes - the tools, the CLI and `memory-agent eval`."""
+    result = search(
+        index,
+        query,
+        limit=max(limit * 3, 30),
+        flt=flt,
+        config=SearchConfig(),
+        use_dense=use_dense,
+    )
+    candidates = [
+        Ranked(h.doc_id, h.score, h.payload, h.snippet, h.explain() if explain else None)
+        for h in result.hits
+    ]
+    channels = {
+        h.doc_id: min(h.channels, key=lambda n: h.channels[n].rank)
+        for h in result.hits
+        if h.channels
+    }
+
+    def lookup(doc_id: str):
+        info = index.doc(doc_id)
+        if info is None:
+            return None
+        text = " ".join((index.preview(doc_id) or info.title).split())
+        return info.payload(), text if len(text) <= 240 else text[:239] + "…"
+
+    ranked = rerank(
+        candidates, stats=stats, now=now, neighbours=graph, lookup=lookup, allowed=flt.matches
+    )[:limit]
+    hits = []
+    for r in ranked:
+        p = r.payload
+        hit = {
+            "id": r.doc_id,
+            "title": p.get("title", ""),
+            "type": p.get("type", "note"),
+            "status": p.get("status", "active"),
+            "score": round(r.score, 4),
+            "snippet": r.snippet,
+            "source": p.get("source"),
+            "writable": bool(p.get("writable")),
+        }
+        if explain:
+            s = stats.get(r.doc_id)
+            hit["why"] = {
+                **(r.why or {"fused": 0.0, "channels": {}}),
+                "relevance": round(r.relevance, 6),
+                "signals": {k: round(v, 6) for k, v in r.signals.items()},
+                "state": r.state,
+                "recall_count": s.recall_count if s else 0,
+                "importance": s.importance if s else None,
+            }
+        hits.append(hit)
+    out: dict[str, Any] = {"hits": hits, "generation": result.generation}
+    if result.degraded:
+        out["degraded"] = result.degraded
+    return Found(out, {h["id"]: channels.get(h["id"], "links") for h in hits})
+
+
+def default_filter(
+    types=None, tags=None, include_readonly=True, include_archived=False, doc_ids=None
+) -> Filter:
+    """The filter of a search: active entries (and archived ones if asked), every source."""
+    return Filter(
+        types=tuple(types) if types else None,
+        tags=tuple(tags) if tags else None,
+        statuses=None if doc_ids is not None else
+        (("active", "archived") if include_archived else ("active",)),
+        sources=None if include_readonly else (KB_SOURCE,),
+        doc_ids=doc_ids,
+    )  # fmt: skip
+
+
+def run_search(
+    memory: Memory,
+    query: str,
+    *,
+    limit: int = 8,
+    types: list[str] | None = None,
+    tags: list[str] | None = None,
+    include_readonly: bool = True,
+    include_archived: bool = False,
+    explain: bool = False,
+    as_of: str | None = None,
+    use_dense: bool = True,
+) -> Found:
+    """`as_of` ("YYYY-MM-DD") answers from the entries as they stood at the end of that day:
+    created by then, and not yet superseded or archived then (the lifecycle is judged by its
+    dates, not the status)."""
+    cutoff = check_search(query, limit, types, tags, as_of)
+    with memory.session():
+        if use_dense:
+            memory.sync()
+        elif not memory.index.exists():
+            raise NotReady(
+                "the first index of this home is not built yet (the model is loading)",
+                "retry in a few seconds",
+            )
+        index = memory.index
+        doc_ids = standing_at(index, cutoff) if cutoff is not None else None
+        flt = default_filter(types, tags, include_readonly, include_archived, doc_ids)
+        return rank(
+            index,
+            query,
+            flt,
+            limit=limit,
+            stats=memory.stats,
+            now=memory.clock(),
+            graph=memory.link_graph(),
+            explain=explain,
+            use_dense=use_dense,
+        )
+
+
+def history(memory: Memory, entry_id: str) -> dict[str, Any]:
+    """The supersede chain through `entry_id`, oldest first, read from the files."""
+    memory.require_home()
+    limits.check_text("id", entry_id, limits.MAX_ID, required=True, one_line=True)
+    if memory.find_path(entry_id) is None:
+        raise NotFound(f"no entry with id {entry_id!r}")
+    files, _ = kb_files(memory.kb_dir)
+    entries = {p.stem: p for p in files}
+
+    def load(eid: str):
+        path = entries.get(eid)
+        return read_entry(path) if path is not None else None
+
+    first = load(entry_id)
+    seen = {entry_id}
+    while first is not None and first.extra.get("supersedes"):
+        prev = next((p for p in first.extra["supersedes"] if p in entries and p not in seen), None)
+        if prev is None:
+            break
+        seen.add(prev)
+        first = load(prev)
+    chain, current, visited = [], first, set()
+    while current is not None and current.id not in visited:
+        visited.add(current.id)
+        step = {
+            "id": current.id,
+            "title": current.title,
+            "type": current.type,
+            "status": current.status,
+            "created": current.created,
+        }
+        for key in ("superseded_by", "superseded_at", "archived_at", "archive_reason"):
+            if key in current.extra:
+                step[key] = current.extra[key]
+        if current.status == "superseded":
+            step["reason"] = f"superseded by {current.extra.get('superseded_by')}"
+        elif current.status == "archived":
+            step["reason"] = current.extra.get("archive_reason")
+        chain.append(step)
+        nxt = current.extra.get("superseded_by")
+        current = load(nxt) if nxt else None
+    return {"id": entry_id, "chain": chain}
+
+
+def get(memory: Memory, entry_id: str) -> dict[str, Any]:
+    """An entry read from disk (the truth), KB or read-only corpus."""
+    from memory_agent.corpora import load_corpus_document
+
+    memory.require_home()
+    limits.check_text("id", entry_id, limits.MAX_ID, required=True, one_line=True)
+    path: Path | None = memory.find_path(entry_id) if "/" not in entry_id else None
+    if path is not None:
+        entry = read_entry(path)
+        return {
+            "id": entry.id,
+            "title": entry.title,
+            "type": entry.type,
+            "status": entry.status,
+            "tags": entry.tags,
+            "body": entry.body,
+            "path": str(path),
+            "writable": True,
+            "supersedes": entry.extra.get("supersedes", []),
+            "superseded_by": entry.extra.get("superseded_by"),
+            "created": entry.created,
+            **{
+                k: entry.extra[k]
+                for k in ("superseded_at", "archived_at", "archive_reason")
+                if k in entry.extra
+            },
+        }
+    if "/" not in entry_id:
+        raise NotFound(f"no entry with id {entry_id!r}")
+    corpus, rel, full = memory.scanner.corpus_file(entry_id)
+    try:
+        doc = load_corpus_document(corpus, rel, full)
+    except DocumentError as exc:
+        raise NotFound(f"{entry_id}: {exc}") from exc
+    created = doc.meta.get("created")
+    return {
+        "id": entry_id,
+        "title": doc.title,
+        "type": doc.meta["type"],
+        "status": "active",
+        "tags": doc.meta.get("tags") or [],
+        "body": doc.body,
+        "path": str(full),
+        "writable": False,
+        "supersedes": [],
+        "superseded_by": None,
+        "created": None if created is None else str(created),
+    }

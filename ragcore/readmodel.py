@@ -1,0 +1,414 @@
+"""The read model of one generation: everything a search needs, in memory, in numpy.
+
+- documents: a `DocInfo` per document (the manifest entry plus the metadata filters and the
+  ranking read), and per-document filter columns (status, type, source as small-integer codes,
+  tags as sets of rows);
+- chunks: integer slots; a float32 matrix of their dense vectors (one row per slot), the
+  lexical channel (`BM25Index`) and the model's sparse channel (`SparseIndex`) over the same
+  slots. Chunk text is not held here: a search reads the text of its hits from the segment.
+
+A filter is a boolean mask over slots, built with a few vectorised operations; a filtered
+dense search scores every row with one matrix-vector product and keeps the best of the
+allowed ones: no Python loop over points. Removing a chunk marks its slot dead; when a quarter
+of the slots are dead they are renumbered (a vacuum).
+
+Design and measurements: docs/adr/0008-an-in-memory-read-model-over-a-sqlite-segment.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ragcore.lexical import BM25Index, SparseIndex, _top
+from ragcore.segment import ChunkRow, SegmentFile
+from ragcore.store import Filter
+
+__all__ = ["DocInfo", "ReadModel"]
+
+VACUUM_DEAD_FRACTION = 0.25
+_REVISIONS = itertools.count(1)  # unique across read models: a revision names one state
+
+
+@dataclass(frozen=True)
+class DocInfo:
+    """What the index holds about one document."""
+
+    id: str
+    title: str
+    source: str
+    path: str | None
+    writable: bool
+    links: list[str]
+    meta: dict[str, Any]  # type, tags, status, created, ... as the document's frontmatter says
+    hash: str = ""
+    chunks: int = 0
+    stamp: str | None = None
+
+    @property
+    def status(self) -> str:
+        return str(self.meta.get("status") or "active")
+
+    @property
+    def type(self) -> str:
+        return str(self.meta.get("type") or "note")
+
+    @property
+    def tags(self) -> list[str]:
+        tags = self.meta.get("tags") or []
+        return [tags] if isinstance(tags, str) else [str(t) for t in tags]
+
+    def payload(self) -> dict[str, Any]:
+        """The document as a flat dict: doc_id, title, source, path, writable, links and the
+        metadata (status and type always present)."""
+        out: dict[str, Any] = dict(self.meta)
+        out.update(
+            doc_id=self.id,
+            title=self.title,
+            source=self.source,
+            path=self.path,
+            writable=self.writable,
+            links=list(self.links),
+            status=self.status,
+            type=self.type,
+            tags=self.tags,
+        )
+        return out
+
+    def as_info(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "path": self.path,
+            "writable": self.writable,
+            "links": self.links,
+            "meta": self.meta,
+        }
+
+
+class _Codes:
+    """Small-integer codes for the values of one field (0 = absent)."""
+
+    def __init__(self) -> None:
+        self.code: dict[str, int] = {}
+
+    def of(self, value: str) -> int:
+        code = self.code.get(value)
+        if code is None:
+            code = self.code[value] = len(self.code) + 1
+        return code
+
+    def allowed(self, values: Iterable[str]) -> np.ndarray:
+        return np.array([self.code[v] for v in values if v in self.code], dtype=np.int16)
+
+
+@dataclass
+class _Columns:
+    status: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int16))
+    type: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int16))
+    source: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int16))
+
+
+class ReadModel:
+    def __init__(self, dim: int, *, with_dense: bool = True):
+        self.dim = dim
+        self.with_dense = with_dense
+        self.revision = 0
+        # documents
+        self.docs: dict[str, DocInfo] = {}
+        self._doc_row: dict[str, int] = {}
+        self._row_doc: list[str | None] = []
+        self._free_rows: list[int] = []
+        self._cols = _Columns()
+        self._codes = {"status": _Codes(), "type": _Codes(), "source": _Codes()}
+        self._tag_rows: dict[str, set[int]] = {}
+        self._doc_slots: dict[str, list[int]] = {}
+        # chunks
+        self.hw = 0  # slots in use (high-water mark)
+        self._slot_chunk: list[str | None] = []
+        self._chunk_slot: dict[str, int] = {}
+        self._slot_doc = np.zeros(0, dtype=np.int32)
+        self._slot_n = np.zeros(0, dtype=np.int32)
+        self._alive = np.zeros(0, dtype=bool)
+        self._matrix = np.zeros((0, dim), dtype=np.float32)
+        self.bm25 = BM25Index()
+        self.sparse = SparseIndex()
+        self.has_sparse = False
+
+    # -- sizes --------------------------------------------------------------------------------
+    @property
+    def chunks(self) -> int:
+        return len(self._chunk_slot)
+
+    def listed_chunks(self) -> int:
+        return sum(d.chunks for d in self.docs.values())
+
+    # -- documents ----------------------------------------------------------------------------
+    def _grow_docs(self, size: int) -> None:
+        if size > self._cols.status.size:
+            cap = max(size, 2 * self._cols.status.size, 64)
+            for name in ("status", "type", "source"):
+                old = getattr(self._cols, name)
+                new = np.zeros(cap, dtype=np.int16)
+                new[: old.size] = old
+                setattr(self._cols, name, new)
+        while len(self._row_doc) < size:
+            self._row_doc.append(None)
+
+    def _put_doc(self, info: DocInfo) -> int:
+        row = self._doc_row.get(info.id)
+        if row is None:
+            row = self._free_rows.pop() if self._free_rows else len(self._row_doc)
+            self._grow_docs(row + 1)
+            self._doc_row[info.id] = row
+            self._row_doc[row] = info.id
+        else:
+            for tag in self.docs[info.id].tags:
+                self._tag_rows.get(tag, set()).discard(row)
+        self.docs[info.id] = info
+        self._cols.status[row] = self._codes["status"].of(info.status)
+        self._cols.type[row] = self._codes["type"].of(info.type)
+        self._cols.source[row] = self._codes["source"].of(info.source)
+        for tag in info.tags:
+            self._tag_rows.setdefault(tag, set()).add(row)
+        return row
+
+    def _drop_doc(self, doc_id: str) -> None:
+        info = self.docs.pop(doc_id, None)
+        if info is None:
+            return
+        for slot in self._doc_slots.pop(doc_id, []):
+            self._drop_slot(slot)
+        row = self._doc_row.pop(doc_id)
+        for tag in info.tags:
+            self._tag_rows.get(tag, set()).discard(row)
+        self._row_doc[row] = None
+        self._cols.status[row] = self._cols.type[row] = self._cols.source[row] = 0
+        self._free_rows.append(row)
+
+    # -- chunks -------------------------------------------------------------------------------
+    def _grow_slots(self, size: int) -> None:
+        if size <= self._alive.size:
+            return
+        cap = max(size, 2 * self._alive.size, 64)
+        grow = cap - self._alive.size
+        self._slot_doc = np.concatenate([self._slot_doc, np.zeros(grow, dtype=np.int32)])
+        self._slot_n = np.concatenate([self._slot_n, np.zeros(grow, dtype=np.int32)])
+        self._alive = np.concatenate([self._alive, np.zeros(grow, dtype=bool)])
+        if self.with_dense:
+            matrix = np.zeros((cap, self.dim), dtype=np.float32)
+            matrix[: self._matrix.shape[0]] = self._matrix
+            self._matrix = matrix
+
+    def _put_slot(self, chunk_id: str, doc_row: int, n: int, dense, terms, tfs, sparse) -> int:
+        slot = self.hw
+        self.hw += 1
+        self._grow_slots(self.hw)
+        self._slot_chunk.append(chunk_id)
+        self._chunk_slot[chunk_id] = slot
+        self._slot_doc[slot] = doc_row
+        self._slot_n[slot] = n
+        self._alive[slot] = True
+        if self.with_dense:
+            self._matrix[slot] = dense
+        self.bm25.add_arrays(chunk_id, terms, tfs, slot=slot)
+        if sparse:
+            self.sparse.add(slot, sparse)
+            self.has_sparse = True
+        return slot
+
+    def _drop_slot(self, slot: int) -> None:
+        chunk_id = self._slot_chunk[slot]
+        if chunk_id is None:
+            return
+        self._slot_chunk[slot] = None
+        self._chunk_slot.pop(chunk_id, None)
+        self._alive[slot] = False
+        self.bm25.remove(chunk_id)
+        self.sparse.remove(slot)
+
+    # -- changes ------------------------------------------------------------------------------
+    def apply(self, infos: Sequence[DocInfo], rows: Sequence[ChunkRow], gone: Iterable[str]):
+        """Replace the documents `infos` (with their chunk `rows`) and drop the ids `gone`."""
+        for doc_id in [*gone, *(i.id for i in infos)]:
+            self._drop_doc(doc_id)
+        by_doc: dict[str, list[ChunkRow]] = {}
+        for row in rows:
+            by_doc.setdefault(row.doc_id, []).append(row)
+        for info in infos:
+            doc_row = self._put_doc(info)
+            slots = []
+            for c in by_doc.get(info.id, []):
+                slots.append(
+                    self._put_slot(c.chunk_id, doc_row, c.n, c.dense, c.terms, c.tfs, c.sparse)
+                )
+            self._doc_slots[info.id] = slots
+        self.revision = next(_REVISIONS)
+        if self.hw > 1000 and self.hw - self.chunks > VACUUM_DEAD_FRACTION * self.hw:
+            self.vacuum()
+
+    def load(self, segment: SegmentFile) -> None:
+        """Everything of a generation, in bulk (the open of an index)."""
+        for row in segment.docs():
+            info = DocInfo(
+                row.doc_id,
+                str(row.info.get("title", "")),
+                row.source,
+                row.info.get("path"),
+                bool(row.info.get("writable")),
+                list(row.info.get("links") or []),
+                dict(row.info.get("meta") or {}),
+                row.hash,
+                row.chunks,
+                row.stamp,
+            )
+            self._put_doc(info)
+            self._doc_slots[info.id] = []
+        keys: list[str] = []
+        entry_slots, terms, tfs = [], [], []
+        sp_slots, sp_terms, sp_weights = [], [], []
+        dense_rows: list[bytes] = []
+        ns: list[int] = []
+        for cid, doc_id, n, dense, t, f, st, sw in segment.chunk_vectors(self.with_dense):
+            doc_row = self._doc_row.get(doc_id)
+            if doc_row is None:
+                continue  # a chunk of no listed document: the consistency check reports it
+            slot = self.hw
+            self.hw += 1
+            keys.append(cid)
+            self._slot_chunk.append(cid)
+            self._chunk_slot[cid] = slot
+            self._doc_slots[doc_id].append(slot)
+            term_array = np.frombuffer(t, dtype="<i8")
+            terms.append(term_array)
+            tfs.append(np.frombuffer(f, dtype="<f4"))
+            entry_slots.append(np.full(term_array.size, slot, dtype=np.int32))
+            if st is not None:
+                sp = np.frombuffer(st, dtype="<i8")
+                sp_terms.append(sp)
+                sp_weights.append(np.frombuffer(sw, dtype="<f4"))
+                sp_slots.append(np.full(sp.size, slot, dtype=np.int32))
+            if self.with_dense:
+                dense_rows.append(dense)
+            ns.append(n)
+        self._grow_slots(self.hw)
+        self._slot_n[: self.hw] = ns
+        slots = np.arange(self.hw, dtype=np.int32)
+        self._alive[: self.hw] = True
+        for doc_id, doc_slots in self._doc_slots.items():
+            self._slot_doc[doc_slots] = self._doc_row[doc_id]
+        if self.with_dense and dense_rows:
+            self._matrix[: self.hw] = np.frombuffer(b"".join(dense_rows), dtype="<f4").reshape(
+                self.hw, self.dim
+            )
+        cat = np.concatenate
+        self.bm25.load(
+            keys,
+            slots,
+            cat(terms) if terms else np.zeros(0, np.int64),
+            cat(tfs) if tfs else np.zeros(0, np.float32),
+            cat(entry_slots) if entry_slots else np.zeros(0, np.int32),
+        )
+        if sp_slots:
+            self.sparse.load(
+                np.unique(cat(sp_slots)), cat(sp_slots), cat(sp_terms), cat(sp_weights)
+            )
+            self.has_sparse = True
+        self.revision = next(_REVISIONS)
+
+    def vacuum(self) -> None:
+        """Renumber the live slots 0..n-1 and drop the dead ones everywhere."""
+        live = np.flatnonzero(self._alive[: self.hw])
+        mapping = np.full(max(self.hw, 1), -1, dtype=np.int64)
+        mapping[live] = np.arange(live.size)
+        size = int(live.size)
+        self.bm25.renumber(mapping, size)
+        self.sparse.renumber(mapping, size)
+        self._slot_chunk = [self._slot_chunk[s] for s in live.tolist()]
+        self._chunk_slot = {c: i for i, c in enumerate(self._slot_chunk)}  # type: ignore[misc]
+        for doc_id, slots in self._doc_slots.items():
+            self._doc_slots[doc_id] = [int(mapping[s]) for s in slots]
+        cap = max(size, 64)
+        for name, dtype in (("_slot_doc", np.int32), ("_slot_n", np.int32)):
+            new = np.zeros(cap, dtype=dtype)
+            new[:size] = getattr(self, name)[live]
+            setattr(self, name, new)
+        alive = np.zeros(cap, dtype=bool)
+        alive[:size] = True
+        self._alive = alive
+        if self.with_dense:
+            matrix = np.zeros((cap, self.dim), dtype=np.float32)
+            matrix[:size] = self._matrix[live]
+            self._matrix = matrix
+        self.hw = size
+
+    # -- reads --------------------------------------------------------------------------------
+    def doc_of(self, chunk_id: str) -> str | None:
+        slot = self._chunk_slot.get(chunk_id)
+        return None if slot is None else self._row_doc[int(self._slot_doc[slot])]
+
+    def chunk_of(self, slot: int) -> str:
+        return self._slot_chunk[slot]  # type: ignore[return-value]
+
+    def slots_of(self, doc_id: str) -> list[int]:
+        return self._doc_slots.get(doc_id, [])
+
+    def mask(self, flt: Filter | None) -> np.ndarray | None:
+        """Which slots the filter allows (dead slots never), or None for "every live slot"."""
+        if flt is None or flt.is_empty():
+            return None
+        rows = np.ones(len(self._row_doc), dtype=bool)
+        n = rows.size
+        for name, values in (("status", flt.statuses), ("type", flt.types),
+                             ("source", flt.sources)):  # fmt: skip
+            if values is not None:
+                rows &= np.isin(getattr(self._cols, name)[:n], self._codes[name].allowed(values))
+        if flt.tags is not None:
+            tagged = np.zeros(n, dtype=bool)
+            for tag in flt.tags:
+                hit = self._tag_rows.get(tag)
+                if hit:
+                    tagged[list(hit)] = True
+            rows &= tagged
+        if flt.doc_ids is not None:
+            listed = np.zeros(n, dtype=bool)
+            idx = [self._doc_row[d] for d in flt.doc_ids if d in self._doc_row]
+            listed[idx] = True
+            rows &= listed
+        return rows[self._slot_doc[: self.hw]] & self._alive[: self.hw]
+
+    def dense_search(
+        self, vector: np.ndarray, limit: int, mask: np.ndarray | None
+    ) -> list[tuple[str, float]]:
+        """Cosine top `limit` (chunk id, score) among the allowed slots: one matrix-vector
+        product over every row, then the best of the allowed ones."""
+        if self.hw == 0:
+            return []
+        scores = self._matrix[: self.hw] @ np.asarray(vector, dtype=np.float32)
+        allowed = self._alive[: self.hw] if mask is None else mask
+        candidates = np.flatnonzero(allowed)
+        return [
+            (self._slot_chunk[s], score) for s, score in _top(candidates, scores[candidates], limit)
+        ]  # type: ignore[misc]
+
+    def vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        out = {}
+        for cid in chunk_ids:
+            slot = self._chunk_slot.get(cid)
+            if slot is not None and self.with_dense:
+                out[cid] = self._matrix[slot]
+        return out
+
+    def lexical_search(self, query_tf, limit: int, mask) -> list[tuple[str, float]]:
+        return [
+            (self._slot_chunk[s], sc) for s, sc in self.bm25.search_slots(query_tf, limit, mask)
+        ]  # type: ignore[misc]
+
+    def sparse_search(self, query, limit: int, mask) -> list[tuple[str, float]]:
+        return [(self._slot_chunk[s], sc) for s, sc in self.sparse.search_slots(query, limit, mask)]  # type: ignore[misc]
+
+    def iter_docs(self) -> Iterator[DocInfo]:
+        return iter(list(self.docs.values()))

@@ -1,0 +1,216 @@
+"""One generation on disk: a SQLite file holding every document and chunk of the index.
+
+    meta(key, value)            embedder id and dimension, format, generation, created
+    docs(doc_id, hash, chunks, source, stamp, info)
+                                the manifest: what each document was indexed from; `info` is
+                                JSON {title, path, writable, links, meta}
+    chunks(chunk_id, doc_id, n, heading, text, dense, terms, tfs, sparse_terms, sparse_weights)
+                                each chunk with its vectors as little-endian numpy bytes
+
+Every change is one transaction, so the manifest and the chunks can never disagree after a
+crash (WAL mode; `synchronous=NORMAL`: a power loss may lose the last transactions, never tear
+one - the index is derived data, rebuilt from the Markdown when in doubt). A bulk build runs in
+one transaction with `synchronous=OFF` and is checked before CURRENT names it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ChunkRow", "DocRow", "SegmentFile"]
+
+FORMAT = 2
+FILE = "segment.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS docs (
+    doc_id TEXT PRIMARY KEY, hash TEXT NOT NULL, chunks INTEGER NOT NULL,
+    source TEXT NOT NULL, stamp TEXT, info TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (
+    chunk_id TEXT PRIMARY KEY, doc_id TEXT NOT NULL, n INTEGER NOT NULL,
+    heading TEXT NOT NULL, text TEXT NOT NULL, dense BLOB NOT NULL,
+    terms BLOB NOT NULL, tfs BLOB NOT NULL, sparse_terms BLOB, sparse_weights BLOB);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
+"""
+
+
+@dataclass
+class DocRow:
+    doc_id: str
+    hash: str
+    chunks: int
+    source: str
+    stamp: str | None
+    info: dict[str, Any]
+
+
+@dataclass
+class ChunkRow:
+    chunk_id: str
+    doc_id: str
+    n: int
+    heading: str
+    text: str
+    dense: np.ndarray
+    terms: np.ndarray  # int64 term ids (the lexical channel)
+    tfs: np.ndarray  # float32 term frequencies
+    sparse: dict[int, float] | None = field(default=None)
+
+
+def _blob(a: np.ndarray, dtype: str) -> bytes:
+    return np.ascontiguousarray(a, dtype=dtype).tobytes()
+
+
+class SegmentFile:
+    def __init__(self, path: Path, *, create: bool = False):
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise FileNotFoundError(self.path)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        if create:
+            self._conn.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # -- meta ---------------------------------------------------------------------------------
+    def meta(self) -> dict[str, Any]:
+        with self._lock:
+            rows = self._conn.execute("SELECT key, value FROM meta").fetchall()
+        return {k: json.loads(v) for k, v in rows}
+
+    def set_meta(self, values: dict[str, Any]) -> None:
+        with self._lock, self._conn:
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                [(k, json.dumps(v)) for k, v in values.items()],
+            )
+
+    # -- reads --------------------------------------------------------------------------------
+    def counts(self) -> tuple[int, int]:
+        """(chunks listed by the manifest, chunk rows present)."""
+        with self._lock:
+            listed = self._conn.execute("SELECT COALESCE(SUM(chunks), 0) FROM docs").fetchone()[0]
+            present = self._conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        return int(listed), int(present)
+
+    def docs(self) -> Iterator[DocRow]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT doc_id, hash, chunks, source, stamp, info FROM docs"
+            ).fetchall()
+        for doc_id, h, chunks, source, stamp, info in rows:
+            yield DocRow(doc_id, h, chunks, source, stamp, json.loads(info))
+
+    def chunk_vectors(self, with_dense: bool = True) -> Iterator[tuple]:
+        """(chunk_id, doc_id, n, dense bytes|None, terms, tfs, sparse_terms, sparse_weights) of
+        every chunk, raw (the caller turns bytes into arrays in bulk)."""
+        dense = "dense" if with_dense else "NULL"
+        with self._lock:
+            cursor = self._conn.execute(
+                f"SELECT chunk_id, doc_id, n, {dense}, terms, tfs, sparse_terms, sparse_weights "
+                "FROM chunks"
+            )
+            while rows := cursor.fetchmany(4096):
+                yield from rows
+
+    def texts(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """{chunk id: (heading, text)} for these chunks."""
+        out: dict[str, tuple[str, str]] = {}
+        with self._lock:
+            for start in range(0, len(chunk_ids), 500):
+                part = list(chunk_ids[start : start + 500])
+                marks = ",".join("?" * len(part))
+                for cid, heading, text in self._conn.execute(
+                    f"SELECT chunk_id, heading, text FROM chunks WHERE chunk_id IN ({marks})", part
+                ):
+                    out[cid] = (heading, text)
+        return out
+
+    def dense(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            for start in range(0, len(chunk_ids), 500):
+                part = list(chunk_ids[start : start + 500])
+                marks = ",".join("?" * len(part))
+                for cid, blob in self._conn.execute(
+                    f"SELECT chunk_id, dense FROM chunks WHERE chunk_id IN ({marks})", part
+                ):
+                    out[cid] = np.frombuffer(blob, dtype=np.float32).copy()
+        return out
+
+    # -- writes -------------------------------------------------------------------------------
+    def write(
+        self,
+        docs: Iterable[DocRow],
+        chunks: Iterable[ChunkRow],
+        delete_docs: Iterable[str] = (),
+        *,
+        bulk: bool = False,
+    ) -> None:
+        """One transaction: remove the chunks of every document in `delete_docs` and of every
+        document in `docs`, then insert `docs` and `chunks`."""
+        docs = list(docs)
+        gone = list(dict.fromkeys([*delete_docs, *(d.doc_id for d in docs)]))
+        with self._lock:
+            if bulk:
+                self._conn.execute("PRAGMA synchronous=OFF")
+            try:
+                with self._conn:
+                    for start in range(0, len(gone), 500):
+                        part = gone[start : start + 500]
+                        marks = ",".join("?" * len(part))
+                        self._conn.execute(f"DELETE FROM chunks WHERE doc_id IN ({marks})", part)
+                        self._conn.execute(f"DELETE FROM docs WHERE doc_id IN ({marks})", part)
+                    self._conn.executemany(
+                        "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?)",
+                        [
+                            (
+                                d.doc_id,
+                                d.hash,
+                                d.chunks,
+                                d.source,
+                                d.stamp,
+                                json.dumps(d.info, ensure_ascii=False, default=str),
+                            )
+                            for d in docs
+                        ],  # fmt: skip
+                    )
+                    self._conn.executemany(
+                        "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            (
+                                c.chunk_id, c.doc_id, c.n, c.heading, c.text,
+                                _blob(c.dense, "<f4"), _blob(c.terms, "<i8"), _blob(c.tfs, "<f4"),
+                                _blob(np.fromiter(c.sparse, np.int64, len(c.sparse)), "<i8")
+                                if c.sparse is not None else None,
+                                _blob(np.fromiter(c.sparse.values(), np.float32, len(c.sparse)), "<f4")
+                                if c.sparse is not None else None,
+                            )
+                            for c in chunks
+                        ),
+                    )  # fmt: skip
+            finally:
+                if bulk:
+                    self._conn.execute("PRAGMA synchronous=NORMAL")
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def set_stamps(self, stamps: dict[str, str | None]) -> None:
+        """Record new stamps (e.g. a file's stat) of documents whose content did not change."""
+        with self._lock, self._conn:
+            self._conn.executemany(
+                "UPDATE docs SET stamp = ? WHERE doc_id = ?", [(s, d) for d, s in stamps.items()]
+            )

@@ -24,7 +24,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     cfg = config_mod.load({"home": args.home, "embedder": args.embedder, "cache": args.cache})
     bench = Path(args.bench_dir)
-    embedder = make_embedder(cfg.embedder, model_path=cfg.model_path or None)
+    embedder = make_embedder(
+        cfg.embedder,
+        model_path=cfg.model_path or None,
+        runtime=cfg.runtime,
+        work_dir=cfg.cache_dir,
+    )
     report = evaluate(
         bench,
         embedder,

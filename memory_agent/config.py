@@ -49,6 +49,14 @@ SETTINGS: tuple[Setting, ...] = (
         "A local directory with the embedder's weights (empty: the default for the embedder).",
     ),
     Setting(
+        "runtime",
+        "MEMORY_AGENT_RUNTIME",
+        "auto",
+        "How MiniLM runs: `onnx` (ONNX Runtime, exported once from the shipped weights into "
+        "the cache folder; the same vectors, faster queries, no torch in the daemon), `torch`, "
+        "or `auto` (onnx when onnxruntime is installed).",
+    ),
+    Setting(
         "cache",
         "MEMORY_AGENT_CACHE",
         "",

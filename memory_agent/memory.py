@@ -91,7 +91,10 @@ class Memory:
     def embedder(self) -> CachedEmbedder:
         if self._embedder is None:
             inner = self._given_embedder or make_embedder(
-                self.cfg.embedder, model_path=self.cfg.model_path or None
+                self.cfg.embedder,
+                model_path=self.cfg.model_path or None,
+                runtime=self.cfg.runtime,
+                work_dir=self.cfg.cache_dir,
             )
             if isinstance(inner, CachedEmbedder):
                 self._embedder = inner

@@ -52,3 +52,29 @@ def test_minilm_refuses_a_directory_without_a_model(tmp_path):
 def test_queries_run_on_one_torch_thread(minilm):
     minilm.embed_query("hello")
     assert sys.modules["torch"].get_num_threads() == 1
+
+
+def test_minilm_through_onnx_gives_the_torch_vectors_without_torch(minilm, tmp_path):
+    import subprocess
+    import sys
+
+    onnx = MiniLMEmbedder(runtime="onnx", onnx_dir=tmp_path / "onnx")
+    texts = [
+        "Tests write real files under pytest's tmp_path fixture.",
+        "结巴分词对人名的切分不稳定",
+        "A much longer passage " * 80,  # truncated at 256 tokens by both
+        "x",
+    ]
+    for a, b in zip(minilm.embed_documents(texts), onnx.embed_documents(texts), strict=True):
+        assert float(a.dense @ b.dense) >= 0.9999
+    for q in ("how do we lock dependencies", "为什么订单时间偏了 8 小时"):
+        assert float(minilm.embed_query(q).dense @ onnx.embed_query(q).dense) >= 0.9999
+    assert list(tmp_path.joinpath("onnx").glob("*.onnx"))  # exported once, kept
+    code = (
+        "import sys\nfrom ragcore import MiniLMEmbedder\n"
+        f"m = MiniLMEmbedder(runtime='onnx', onnx_dir={str(tmp_path / 'onnx')!r})\n"
+        "v = m.embed_query('hello').dense\n"
+        "print(round(float(v @ v), 4), 'torch' in sys.modules, 'sentence_transformers' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["1.0", "False", "False"], out.stderr

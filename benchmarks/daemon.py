@@ -119,12 +119,16 @@ def make_kb(home: Path, entries: int, text: Text) -> None:
         [*git, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "bench entries"],
         check=True,
     )
+    subprocess.run([*git, "tag", "bench-base"], check=True)
 
 
-def embed_p50(queries: list[str]) -> float:
-    from ragcore import MiniLMEmbedder
+def embed_p50(queries: list[str], cache: Path) -> float:
+    """The query latency of the embedder the daemon uses (the same runtime setting)."""
+    from ragcore import make_embedder
 
-    model = MiniLMEmbedder()
+    model = make_embedder(
+        "minilm", runtime=os.environ.get("MEMORY_AGENT_RUNTIME", "auto"), work_dir=cache
+    )
     model.load()
     model.embed_query("warm up")
     times = []
@@ -154,8 +158,12 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
         text.rng.seed(size)
         make_kb(home, size, text)
     else:  # a rerun: drop the entries earlier runs added, keep the KB as generated
-        subprocess.run(["git", "-C", str(home / "kb"), "reset", "-q", "--hard", "HEAD"])
-        subprocess.run(["git", "-C", str(home / "kb"), "clean", "-qfdx"])
+        git = ["git", "-C", str(home / "kb")]
+        base = subprocess.run(
+            [*git, "log", "--format=%H", "--grep=^bench entries$"], capture_output=True, text=True
+        ).stdout.split()[0]
+        subprocess.run([*git, "reset", "-q", "--hard", base], check=True)
+        subprocess.run([*git, "clean", "-qfdx"], check=True)
     shutil.rmtree(home / "index", ignore_errors=True)
     shutil.rmtree(home / "events", ignore_errors=True)
     shutil.rmtree(home / "run" / "requests", ignore_errors=True)
@@ -215,7 +223,7 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
     client.admin("rebuild")
     out["rebuild_cached_s"] = time.perf_counter() - t
     client.stop(wait=True)
-    out["embed_p50_ms"] = embed_p50(queries)
+    out["embed_p50_ms"] = embed_p50(queries, args.work / "cache")
     out["search_minus_embed_ms"] = out["search_p50_ms"] - out["embed_p50_ms"]
     return out
 

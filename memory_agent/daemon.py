@@ -220,6 +220,10 @@ def run_daemon(
     idle_exit: float | None = None,
     foreground: bool = False,
 ) -> int:
+    # One BLAS thread: a query's matrix-vector product is small, and on 2 cores a second
+    # thread waits for a busy core (measured: the dense search took 3x longer under load).
+    for name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, "1")
     import uvicorn
 
     from memory_agent.memory import Memory

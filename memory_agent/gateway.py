@@ -40,7 +40,7 @@ from memory_agent.kb import (
     validate,
 )
 from memory_agent.memory import Memory
-from memory_agent.scanner import KB_SOURCE, entry_file, taken_names
+from memory_agent.scanner import KB_SOURCE, entry_file, name_taken
 from ragcore import Document, Filter
 
 __all__ = ["DEDUP_THRESHOLDS", "Gateway"]
@@ -241,7 +241,10 @@ class Gateway:
                 f"type: {entry_type!r} is not a type", f"use one of {', '.join(ENTRY_TYPES)}"
             )
         entry = Entry(
-            id=make_id(title.strip(), taken_names(self.memory.kb_dir)),
+            id=make_id(
+                title.strip(),
+                lambda i: name_taken(self.memory.kb_dir, i),
+            ),
             title=title.strip(),
             type=entry_type,
             status="active",

@@ -13,6 +13,7 @@ captured, so a long-running daemon holds no git handles between writes.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from memory_agent.errors import GitError
 
 __all__ = ["GitError", "KBRepo"]
 
+_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 AUTHOR_NAME = "memory-agent"
 AUTHOR_EMAIL = "memory-agent@localhost"
 
@@ -67,11 +69,41 @@ class KBRepo:
         return [str(Path(p).resolve().relative_to(root)) for p in paths]
 
     def commit_paths(self, paths: Sequence[Path], message: str) -> str:
-        """Commit exactly `paths` (relative or absolute, inside the repo); return the hash."""
+        """Commit exactly `paths` (relative or absolute, inside the repo); return the hash.
+
+        When nothing else is staged (the common case), the commit is made with plumbing on the
+        index as it is: stage the paths, write the tree, check that it differs from HEAD in
+        these paths only, create the commit and move HEAD with a compare-and-swap. That skips
+        `git commit --only`'s temporary index, which costs ~0.6 s in a folder of 100k files.
+        Otherwise (someone has staged work) `git commit --only` records these paths alone."""
         rel = self._rel(paths)
+        parent = self.head()
+        if parent is not None and self._nothing_staged():
+            commit = self._commit_plumbing(rel, message, parent)
+            if commit is not None:
+                return commit
         self.git("add", "--", *rel)
         self.git("commit", "-q", "--no-verify", "-m", message, "--only", "--", *rel)
         return self.head() or ""
+
+    def _nothing_staged(self) -> bool:
+        proc = subprocess.run(
+            ["git", "-C", str(self.path), "diff", "--cached", "--quiet"],
+            capture_output=True,
+            env=_env(),
+            stdin=subprocess.DEVNULL,
+        )
+        return proc.returncode == 0
+
+    def _commit_plumbing(self, rel: list[str], message: str, parent: str) -> str | None:
+        self.git("update-index", "--add", "--remove", "--", *rel)
+        tree = self.git("write-tree").strip()
+        changed = self.git("diff-tree", "-r", "--name-only", "--no-commit-id", parent, tree)
+        if set(changed.split()) - set(rel):
+            return None  # something else is in the index after all: take the safe path
+        commit = self.git("commit-tree", tree, "-p", parent, "-m", message).strip()
+        self.git("update-ref", "-m", f"commit: {message.splitlines()[0]}", "HEAD", commit, parent)
+        return commit
 
     def unstage(self, paths: Sequence[Path]) -> None:
         """Put the index of `paths` back to HEAD (after a commit that failed)."""
@@ -94,8 +126,25 @@ class KBRepo:
         return "modified" if worktree != " " else "staged"
 
     def head(self) -> str | None:
-        out = self.git("rev-parse", "--verify", "-q", "HEAD", check=False).strip()
-        return out or None
+        """The commit HEAD names (read from .git when it is a plain repository: no process)."""
+        git_dir = self.path / ".git"
+        try:
+            ref = (git_dir / "HEAD").read_text().strip()
+            if not ref.startswith("ref: "):
+                return ref if _SHA.match(ref) else None
+            name = ref[5:]
+            loose = git_dir / name
+            if loose.is_file():
+                sha = loose.read_text().strip()
+                return sha if _SHA.match(sha) else None
+            for line in (git_dir / "packed-refs").read_text().splitlines():
+                parts = line.split()
+                if len(parts) == 2 and parts[1] == name and _SHA.match(parts[0]):
+                    return parts[0]
+            return None  # an unborn branch
+        except (OSError, NotADirectoryError):
+            out = self.git("rev-parse", "--verify", "-q", "HEAD", check=False).strip()
+            return out or None
 
     def committed_text(self, path: Path) -> str | None:
         """The file's text at HEAD, or None if HEAD does not have it."""
@@ -130,6 +179,7 @@ def _env() -> dict[str, str]:
 
 
 def _run(repo: Path, *args: str, check: bool = True) -> str:
+    """The stdout of `git args` in `repo`; a failure raises `GitError` unless check=False."""
     try:
         proc = subprocess.run(
             ["git", "-C", str(repo), *args],
@@ -140,7 +190,7 @@ def _run(repo: Path, *args: str, check: bool = True) -> str:
         )
     except OSError as exc:
         raise GitError(f"could not run git ({exc.strerror})", "install git") from exc
-    if check and proc.returncode != 0:
+    if proc.returncode != 0 and check:
         stderr = " ".join(proc.stderr.split())[:500]
         raise GitError(f"`git {args[0]}` failed in {repo}: {stderr}", _fix_for(stderr, repo))
     return proc.stdout

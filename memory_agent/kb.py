@@ -80,19 +80,21 @@ def _parse_time(value: Any) -> dt.datetime | None:
     return None
 
 
-def make_id(title: str, taken: set[str] | frozenset[str] = frozenset()) -> str:
+def make_id(title: str, taken: Any = frozenset()) -> str:
     """A file-name-safe slug from a title, unique against `taken`.
 
     ASCII letters and digits survive; accents are stripped; other scripts (Chinese) give no
-    letters, so such a title becomes `entry-<hash>`; `-2`, `-3`... resolve clashes."""
+    letters, so such a title becomes `entry-<hash>`; `-2`, `-3`... resolve clashes. `taken` is a
+    set of ids or a predicate."""
     ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
     slug = re.sub(r"[^a-z0-9]+", "-", ascii_title.lower()).strip("-")[:60].strip("-")
     if len(slug) < 3:
         import hashlib
 
         slug = "entry-" + hashlib.sha256(title.encode("utf-8")).hexdigest()[:10]
+    is_taken = taken if callable(taken) else taken.__contains__
     candidate, n = slug, 2
-    while candidate in taken:
+    while is_taken(candidate):
         candidate = f"{slug}-{n}"
         n += 1
     return candidate

@@ -104,15 +104,10 @@ def kb_files(kb_dir: Path) -> tuple[list[Path], list[str]]:
     return files, problems
 
 
-def taken_names(kb_dir: Path) -> set[str]:
-    """Every name a new entry id must not take: entry files, links and anything else called
-    `<name>.md` in a type folder."""
-    names: set[str] = set()
-    for entry_type in ENTRY_TYPES:
-        folder = kb_dir / entry_type
-        if folder.is_dir() and not folder.is_symlink():
-            names.update(p.stem for p in folder.glob("*.md"))
-    return names
+def name_taken(kb_dir: Path, entry_id: str) -> bool:
+    """True when a new entry may not take `entry_id`: some type folder already holds
+    `<id>.md` (an entry, a link or anything else). Ten lookups, whatever the size of the KB."""
+    return any(os.path.lexists(kb_dir / t / f"{entry_id}.md") for t in ENTRY_TYPES)
 
 
 def entry_file(kb_dir: Path, entry_id: str) -> Path | None:

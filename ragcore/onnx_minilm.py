@@ -110,6 +110,8 @@ class OnnxMiniLM:
         return self._encode([text], self._query)[0]
 
     def documents(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        if len(texts) <= 2:  # one new entry: the one-thread session waits for no busy core
+            return self._encode(list(texts), self._query)
         # Batches of similar length pad less: sort by length, embed, put back in order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.zeros((len(texts), 384), dtype=np.float32)

@@ -119,6 +119,7 @@ class ReadModel:
         self.revision = 0
         # documents
         self.docs: dict[str, DocInfo] = {}
+        self._listed = 0  # sum of docs' chunk counts
         self._doc_row: dict[str, int] = {}
         self._row_doc: list[str | None] = []
         self._free_rows: list[int] = []
@@ -144,7 +145,8 @@ class ReadModel:
         return len(self._chunk_slot)
 
     def listed_chunks(self) -> int:
-        return sum(d.chunks for d in self.docs.values())
+        """Chunks the manifest lists (kept as a running total: the check runs per search)."""
+        return self._listed
 
     # -- documents ----------------------------------------------------------------------------
     def _grow_docs(self, size: int) -> None:
@@ -168,7 +170,9 @@ class ReadModel:
         else:
             for tag in self.docs[info.id].tags:
                 self._tag_rows.get(tag, set()).discard(row)
+            self._listed -= self.docs[info.id].chunks
         self.docs[info.id] = info
+        self._listed += info.chunks
         self._cols.status[row] = self._codes["status"].of(info.status)
         self._cols.type[row] = self._codes["type"].of(info.type)
         self._cols.source[row] = self._codes["source"].of(info.source)
@@ -180,6 +184,7 @@ class ReadModel:
         info = self.docs.pop(doc_id, None)
         if info is None:
             return
+        self._listed -= info.chunks
         for slot in self._doc_slots.pop(doc_id, []):
             self._drop_slot(slot)
         row = self._doc_row.pop(doc_id)

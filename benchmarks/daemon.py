@@ -97,9 +97,14 @@ class Text:
             ]
 
     def entry(self, n: int) -> tuple[str, str]:
-        title = self.rng.choice(self.sentences)[:150].rstrip(".")
-        body = " ".join(self.rng.sample(self.sentences, self.rng.randint(2, 5)))
+        title = _clean(self.rng.choice(self.sentences)[:150].rstrip("."))
+        body = _clean(" ".join(self.rng.sample(self.sentences, self.rng.randint(2, 5))))
         return f"{title} ({n})", body
+
+
+def _clean(text: str) -> str:
+    """Without control characters (the corpora hold a few; YAML refuses them in a title)."""
+    return "".join(c for c in text if c.isprintable() or c == " ")
 
 
 def make_kb(home: Path, entries: int, text: Text) -> None:

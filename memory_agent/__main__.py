@@ -1,5 +1,5 @@
 import sys
 
-from memory_agent.cli import main
+from memory_agent.entry import main
 
 sys.exit(main())

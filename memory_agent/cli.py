@@ -135,7 +135,7 @@ def _print_write(reply: dict) -> None:
 
 def cmd_init(args: argparse.Namespace) -> int:
     from memory_agent.client import DaemonClient
-    from memory_agent.mcp_config import client_configs
+    from memory_agent.mcp_config import client_configs, hook_configs
     from memory_agent.memory import Memory
 
     cfg = config_mod.load({"home": args.home})
@@ -151,6 +151,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         # The daemon owns the index: it builds it on this first call.
         reply["index"] = client.admin("sync")
     reply["mcp"] = client_configs(cfg.home_dir)
+    reply["hooks"] = hook_configs(cfg.home_dir)
 
     def human(r: dict) -> None:
         print(
@@ -169,6 +170,12 @@ def cmd_init(args: argparse.Namespace) -> int:
             )
         print("\nConnect your agent (the proxy starts the daemon when needed):")
         for name, text in r["mcp"].items():
+            print(f"\n# {name}\n{text}")
+        print(
+            "\nOptional: hooks that capture every turn and add relevant memory before each "
+            "prompt (capture = off in config.toml switches them off):"
+        )
+        for name, text in r["hooks"].items():
             print(f"\n# {name}\n{text}")
 
     return _emit(args, reply, human)
@@ -238,6 +245,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         tags=args.tag,
         include_readonly=not args.kb_only,
         include_archived=args.include_archived,
+        include_episodes=args.episodes or None,
         explain=args.explain,
         as_of=args.as_of,
     )
@@ -382,6 +390,49 @@ def cmd_web(args: argparse.Namespace) -> int:
     return web_main(argv)
 
 
+def cmd_hook(args: argparse.Namespace) -> int:  # reached when options come before `hook`
+    from memory_agent.hooks import main as hook_main
+
+    argv = [a for a in (args.event,) if a] + ["--home", str(_home(args))]
+    return hook_main(argv + (["--client", args.client] if args.client else []))
+
+
+def cmd_proposals(args: argparse.Namespace) -> int:
+    reply = _tool(args, "memory_proposals")
+
+    def human(r: dict) -> None:
+        if not r["proposals"]:
+            print("no proposals")
+        for p in r["proposals"]:
+            print(f"{p['id']}  {p['title']}\n    {len(p['episodes'])} episodes, "
+                  f"{len(p['sessions'])} sessions")  # fmt: skip
+
+    return _emit(args, reply, human)
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    return _emit(args, _tool(args, "memory_accept", id=args.id), _print_write)
+
+
+def cmd_reject(args: argparse.Namespace) -> int:
+    reply = _tool(args, "memory_reject", id=args.id, reason=args.reason)
+    return _emit(args, reply, lambda r: print(f"rejected {r['id']}: never proposed again"))
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    reply = _client(args).admin("gate")
+
+    def human(r: dict) -> None:
+        print(f"gate ({r['mode']}): {len(r['promoted'])} promoted, {len(r['proposed'])} "
+              f"proposed, {len(r['reinforced'])} reinforced")  # fmt: skip
+        for entry in r["promoted"]:
+            print(f"  promoted {entry}")
+        for key in r["proposed"]:
+            print(f"  proposed {key}")
+
+    return _emit(args, reply, human)
+
+
 def cmd_proxy(args: argparse.Namespace) -> int:
     from memory_agent.proxy import run_proxy
 
@@ -498,6 +549,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--include-archived", action="store_true", help="include archived entries (marked)"
     )
+    p.add_argument(
+        "--episodes", action="store_true", help="include episodes (captured agent turns)"
+    )
     p.add_argument("--as-of", metavar="YYYY-MM-DD", help="search the memory as it stood that day")
     p.add_argument(
         "--explain", action="store_true", help="show each channel's rank and every ranking signal"
@@ -583,6 +637,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="folder of knowledge bases (default: the bundled samples)")
     p.add_argument("--web-home", help="where its index lives (default: under ~/.cache/legal_web)")
 
+    p = command(
+        "hook",
+        cmd_hook,
+        "what an agent's hook runs: capture a turn, inject recall (always exits 0)",
+        "Read a hook's JSON on stdin (Claude Code's format; Codex's is the same; the opencode "
+        "plugin sends it too), write the turn to the journal (redacted), and for prompt and "
+        "session-start print the memory to inject as hookSpecificOutput.additionalContext. "
+        "Whatever fails, or past hook_budget_ms, it exits 0 with no output and logs to "
+        "<home>/run/hooks.log. `memory-agent init` prints the settings that call it.",
+    )
+    p.add_argument(
+        "event",
+        nargs="?",
+        help="session-start, prompt, tool, tool-failure, stop or session-end "
+        "(default: the input's hook_event_name)",
+    )
+    p.add_argument("--client", help="claude-code (default), codex or opencode")
+
+    command(
+        "proposals",
+        cmd_proposals,
+        "lessons the ingest gate proposes (when gate = propose)",
+    )
+    p = command("accept", cmd_accept, "write a proposed lesson into the knowledge base")
+    p.add_argument("id", help="a proposal id from `memory-agent proposals`")
+    p = command("reject", cmd_reject, "drop a proposed lesson for good")
+    p.add_argument("id", help="a proposal id from `memory-agent proposals`")
+    p.add_argument("--reason", required=True, help="why it is wrong or not worth keeping")
+    command(
+        "gate",
+        cmd_gate,
+        "run the ingest gate now (it also runs after each agent turn)",
+        "Look through the journal for failures that a change fixed, recurring across sessions, "
+        "and promote (gate = auto) or propose (gate = propose) each such lesson once.",
+    )
+
     command(
         "proxy",
         cmd_proxy,
@@ -614,6 +704,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from memory_agent.errors import describe, for_cli
 
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["hook"] and not {"-h", "--help"} & set(argv):
+        from memory_agent.hooks import main as hook_main  # the fast path: no parser, stdlib
+
+        return hook_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -132,11 +132,11 @@ class DaemonClient:
                 self.stop(wait=True)  # another version: ask it to go, then start ours
                 health = None
             if health is None:
-                proc = self._spawn()
+                proc = self.spawn()
                 health = self._wait_healthy(proc)
         return health
 
-    def _spawn(self) -> subprocess.Popen:
+    def spawn(self) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "memory_agent", "daemon", "--home", str(self.home)]
         return subprocess.Popen(
             cmd,

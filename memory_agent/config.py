@@ -9,10 +9,9 @@ everything at a temporary home with one environment variable.
 from __future__ import annotations
 
 import os
-import tomllib
-from dataclasses import dataclass
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from memory_agent.clock import parse_time
 from memory_agent.errors import ConfigError
@@ -20,8 +19,7 @@ from memory_agent.errors import ConfigError
 __all__ = ["SETTINGS", "Config", "Setting", "load", "write_setting"]
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(NamedTuple):
     name: str
     env: str
     default: Any
@@ -88,6 +86,70 @@ SETTINGS: tuple[Setting, ...] = (
         "that the id may be used again.",
     ),
     Setting(
+        "capture",
+        "MEMORY_AGENT_CAPTURE",
+        "on",
+        "`on`: the agent hooks write each turn to the journal (redacted); `off`: hooks write "
+        "nothing and inject nothing.",
+    ),
+    Setting(
+        "inject",
+        "MEMORY_AGENT_INJECT",
+        "on",
+        "`on`: the prompt hook adds relevant memory to the agent's context; `off`: capture only.",
+    ),
+    Setting(
+        "recall_limit",
+        "MEMORY_AGENT_RECALL_LIMIT",
+        6,
+        "At most this many snippets injected before a prompt.",
+    ),
+    Setting(
+        "hook_budget_ms",
+        "MEMORY_AGENT_HOOK_BUDGET_MS",
+        1500,
+        "A hook that has not finished in this time exits 0 with no output (the agent goes on).",
+    ),
+    Setting(
+        "journal_retention_days",
+        "MEMORY_AGENT_JOURNAL_RETENTION_DAYS",
+        90,
+        "Episodes older than this leave the index (their journal lines stay on disk, gzipped).",
+    ),
+    Setting(
+        "gate",
+        "MEMORY_AGENT_GATE",
+        "auto",
+        "What the ingest gate does with a lesson verified by recurring outcomes: `auto` writes "
+        "it to the KB (source: auto), `propose` puts it in the inbox for memory_accept, `off`.",
+    ),
+    Setting(
+        "gate_min_episodes",
+        "MEMORY_AGENT_GATE_MIN_EPISODES",
+        3,
+        "A failure->fix must be seen in at least this many episodes to become a lesson.",
+    ),
+    Setting(
+        "gate_min_sessions",
+        "MEMORY_AGENT_GATE_MIN_SESSIONS",
+        2,
+        "... of at least this many sessions.",
+    ),
+    Setting(
+        "summarizer_url",
+        "MEMORY_AGENT_SUMMARIZER_URL",
+        "",
+        "An OpenAI-compatible chat endpoint (e.g. http://127.0.0.1:11434/v1 for Ollama) that "
+        "rewrites a lesson's text; empty (default): heuristics only. The gate's decision is "
+        "never the model's.",
+    ),
+    Setting(
+        "summarizer_model",
+        "MEMORY_AGENT_SUMMARIZER_MODEL",
+        "",
+        "The model name the summarizer endpoint expects.",
+    ),
+    Setting(
         "qdrant_url",
         "MEMORY_AGENT_QDRANT_URL",
         "",
@@ -97,9 +159,11 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 
-@dataclass(frozen=True)
 class Config:
-    values: dict[str, Any]
+    """The settings' values, as attributes (`cfg.embedder`)."""
+
+    def __init__(self, values: dict[str, Any]):
+        self.values = values
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -152,8 +216,8 @@ def load(overrides: dict[str, Any] | None = None) -> Config:
     config_file = Path(os.path.expanduser(str(home))) / "config.toml"
     if config_file.is_file():
         try:
-            file_values = tomllib.loads(config_file.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            file_values = read_toml(config_file.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
             raise ConfigError(
                 f"{config_file}: not valid TOML ({exc})", f"fix or delete {config_file}"
             ) from exc
@@ -169,6 +233,34 @@ def load(overrides: dict[str, Any] | None = None) -> Config:
         values[s.name] = _coerce(s, raw)
     values["home"] = home
     return Config(values)
+
+
+_LINE = re.compile(
+    r"""^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*("(?:[^"\\\n]|\\.)*"|'[^'\n]*'|-?\d+|true|false)\s*(#.*)?$"""
+)
+
+
+def read_toml(text: str) -> dict[str, Any]:
+    """config.toml's keys. A flat file of `key = "text" | number | true | false` lines (what
+    `memory-agent init` writes) is read without importing tomllib (a hook starts faster);
+    anything else goes to tomllib."""
+    values: dict[str, Any] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if m is None or "\\" in m.group(2):
+            import tomllib
+
+            return tomllib.loads(text)
+        raw = m.group(2)
+        if raw in ("true", "false"):
+            values[m.group(1)] = raw == "true"
+        elif raw[0] in "\"'":
+            values[m.group(1)] = raw[1:-1]
+        else:
+            values[m.group(1)] = int(raw)
+    return values
 
 
 def write_setting(home: Path, name: str, value: str) -> bool:

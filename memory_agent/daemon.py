@@ -155,6 +155,35 @@ def build_app(service: Any, server_holder: dict[str, Any]):
             return JSONResponse({"error": info.as_json()}, status_code=500)
         return JSONResponse(reply)
 
+    async def body(request: Request) -> dict[str, Any]:
+        try:
+            data = await request.json()
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    @mcp.custom_route("/hooks/recall", methods=["POST"])
+    async def hooks_recall(request: Request) -> JSONResponse:
+        """What a hook injects: {prompt, session, event, cwd} -> {context, ids}."""
+        data = await body(request)
+        return await admin(
+            lambda: service.recall(
+                str(data.get("prompt") or ""),
+                data.get("session"),
+                str(data.get("event") or "prompt"),
+                data.get("cwd"),
+            )
+        )
+
+    @mcp.custom_route("/hooks/event", methods=["POST"])
+    async def hooks_event(request: Request) -> JSONResponse:
+        data = await body(request)
+        return await admin(lambda: service.hook_event(str(data.get("event")), data.get("session")))
+
+    @mcp.custom_route("/admin/gate", methods=["POST"])
+    async def gate(request: Request) -> JSONResponse:
+        return await admin(service.run_gate)
+
     @mcp.custom_route("/admin/rebuild", methods=["POST"])
     async def rebuild(request: Request) -> JSONResponse:
         return await admin(service.rebuild)

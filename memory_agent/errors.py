@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "AlreadyRunning",
@@ -137,8 +136,7 @@ class Internal(MemoryAgentError):
     code = "internal"
 
 
-@dataclass(frozen=True)
-class ErrorInfo:
+class ErrorInfo(NamedTuple):
     """The wire shape of an error: `{"code", "message", "fix"}`."""
 
     code: str

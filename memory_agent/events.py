@@ -7,6 +7,8 @@ concurrent or successive daemons never write to the same file. Kinds:
     {"kind": "recall", "qid", "entry", "rank", "score", "channel", "ts"}
     {"kind": "get", "entry", "ts"}
     {"kind": "importance", "entry", "importance", "note", "ts"}
+    {"kind": "inject", "session", "event", "ids", "chars", "ts"}      (what a hook showed)
+    {"kind": "reinforce", "entry", "lesson", "ts"}     (the gate saw a promoted lesson again)
 
 `fold` turns the files into per-entry `EntryStats`. It is a pure function of the files (same
 files, same state): a corrupt line is skipped and counted, never fatal; a read error in the
@@ -73,7 +75,7 @@ def apply_event(stats: dict[str, EntryStats], event: dict[str, Any]) -> bool:
     ts = event.get("ts")
     if not isinstance(ts, (int, float)):
         return False
-    if kind == "query":
+    if kind in ("query", "inject"):  # a search, or what a hook showed: no per-entry stats
         return True
     entry = event.get("entry")
     if not isinstance(entry, str) or not entry:
@@ -86,6 +88,11 @@ def apply_event(stats: dict[str, EntryStats], event: dict[str, Any]) -> bool:
             s = stats.setdefault(entry, EntryStats())
             s.recall_count += 1
             s.last_recalled = max(s.last_recalled or ts, ts)
+        return True
+    if kind == "reinforce":  # the gate saw a lesson again: as good as a recall at rank 1
+        s = stats.setdefault(entry, EntryStats())
+        s.recall_count += 1
+        s.last_recalled = max(s.last_recalled or ts, ts)
         return True
     if kind == "get":
         s = stats.setdefault(entry, EntryStats())

@@ -25,6 +25,7 @@ from typing import Any
 
 from memory_agent import limits
 from memory_agent.clock import iso
+from memory_agent.episodes import EPISODES
 from memory_agent.errors import Conflict, Invalid, NotFound, ReadOnly, WriteFailed
 from memory_agent.gitrepo import KBRepo
 from memory_agent.intents import Intent, RedoLog, RequestLog, fingerprint
@@ -170,6 +171,11 @@ class Gateway:
         limits.check_text("id", entry_id, limits.MAX_ID, one_line=True)
         if "/" in entry_id:
             label = entry_id.split("/", 1)[0]
+            if label == EPISODES:
+                raise ReadOnly(
+                    f"{entry_id} is an episode (a captured turn); episodes are read-only",
+                    "add what it taught with memory_add, or wait for the gate to promote it",
+                )
             if any(c.label == label for c in self.memory.corpora()):
                 raise ReadOnly(
                     f"{entry_id} belongs to the read-only corpus {label!r}; corpus files are "
@@ -270,14 +276,19 @@ class Gateway:
         tags: Any = None,
         request_id: str | None = None,
         force: bool = False,
+        source: str | None = None,
+        episodes: list[str] | None = None,
     ) -> dict[str, Any]:
+        """`source` and `episodes` are set by the ingest gate (`source: auto`, the episodes a
+        lesson came from); the tools do not expose them."""
         with self.memory.session():
             tags = self._clean_tags(tags)
             args = {"title": title, "body": body, "type": type, "tags": tags, "force": force}
             replay, request = self._begin(request_id, "memory_add", args)
             if replay is not None:
                 return replay
-            entry = self._new_entry(title, body, type, tags)
+            extra = {k: v for k, v in (("source", source), ("episodes", episodes)) if v}
+            entry = self._new_entry(title, body, type, tags, **extra)
             duplicate = self._duplicate(entry.title, entry.body, exclude=set())
             message = f"memory: add {entry.id}"
             if duplicate is not None:

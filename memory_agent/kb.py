@@ -52,8 +52,8 @@ ENTRY_TYPES = ("principle", "correction", "decision", "guideline", "pitfall", "p
 STATUSES = ("active", "superseded", "archived")
 REQUIRED = ("id", "title", "type", "status", "created")
 LIFECYCLE = ("supersedes", "superseded_by", "superseded_at", "archived_at", "archive_reason")
-OPTIONAL = ("tags", "source", "updated")
-KEY_ORDER = REQUIRED + ("tags",) + LIFECYCLE + ("source", "updated")
+OPTIONAL = ("tags", "source", "updated", "episodes")
+KEY_ORDER = REQUIRED + ("tags",) + LIFECYCLE + ("source", "episodes", "updated")
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,78}[a-z0-9]$")
 TAG_RE = re.compile(r"^[\w][\w.+-]{0,39}$")
 
@@ -214,6 +214,14 @@ def validate(meta: dict[str, Any], body: str) -> list[str]:
             problems.append("supersedes: must be a list of entry ids, like [old-entry-id]")
         else:
             problems += [p for p in (check_id(s, "supersedes") for s in supersedes) if p]
+    episodes = meta.get("episodes")
+    if episodes is not None and (
+        not isinstance(episodes, list)
+        or not all(isinstance(e, str) and e.startswith("episodes/") for e in episodes)
+    ):
+        problems.append("episodes: must be a list of episode ids, like [episodes/<session>/3]")
+    if meta.get("source") not in (None, "") and not isinstance(meta["source"], str):
+        problems.append("source: must be text, such as auto")
     if meta.get("superseded_by") not in (None, ""):
         problem = check_id(meta["superseded_by"], "superseded_by")
         if problem:
@@ -283,7 +291,7 @@ def parse_entry(text: str, source: str = "<text>") -> Entry:
     problems = validate(meta, body)
     if problems:
         raise ValidationError(problems)
-    extra = {k: meta[k] for k in LIFECYCLE + ("source", "updated") if k in meta}
+    extra = {k: meta[k] for k in LIFECYCLE + ("source", "episodes", "updated") if k in meta}
     return Entry(
         id=meta["id"],
         title=str(meta["title"]),

@@ -7,7 +7,9 @@ import shlex
 import sys
 from pathlib import Path
 
-__all__ = ["client_configs", "proxy_command"]
+__all__ = ["OPENCODE_PLUGIN", "client_configs", "hook_configs", "proxy_command"]
+
+OPENCODE_PLUGIN = Path(__file__).parent / "integrations" / "opencode" / "memory-agent.ts"
 
 
 def proxy_command(home: Path) -> list[str]:
@@ -34,4 +36,47 @@ def client_configs(home: Path) -> dict[str, str]:
             f"[mcp_servers.memory]\ncommand = {json.dumps(cmd[0])}\nargs = [{codex_args}]"
         ),
         "Cursor (~/.cursor/mcp.json)": json.dumps({"mcpServers": {"memory": server}}, indent=2),
+    }
+
+
+def hook_configs(home: Path) -> dict[str, str]:
+    """Hook settings: capture every turn and inject recall before each prompt."""
+    base = proxy_command(home)[:-3]  # the memory-agent command without "proxy --home H"
+
+    def command(event: str, client: str) -> str:
+        return shlex.join([*base, "hook", event, "--home", str(home), "--client", client])
+
+    def hooks(client: str, capture_async: bool) -> dict:
+        def entry(event: str, matcher: str | None = None, timeout: int = 5, is_async=False):
+            handler = {"type": "command", "command": command(event, client), "timeout": timeout}
+            if is_async:
+                handler["async"] = True
+            block: dict = {"hooks": [handler]}
+            if matcher is not None:
+                block["matcher"] = matcher
+            return [block]
+
+        out = {
+            "SessionStart": entry("session-start", "startup|resume|clear|compact"),
+            "UserPromptSubmit": entry("prompt"),
+            "PostToolUse": entry("tool", "*", 10, capture_async),
+            "Stop": entry("stop", None, 5, capture_async),
+        }
+        if client == "claude-code":
+            out["PostToolUseFailure"] = entry("tool-failure", "*", 10, capture_async)
+            out["SessionEnd"] = entry("session-end", None, 2)
+        return {"hooks": out}
+
+    return {
+        "Claude Code hooks (~/.claude/settings.json)": json.dumps(
+            hooks("claude-code", True), indent=2
+        ),
+        "Codex hooks (~/.codex/hooks.json; trust them once in /hooks)": json.dumps(
+            hooks("codex", False), indent=2
+        ),
+        "opencode plugin": (
+            f"cp {OPENCODE_PLUGIN} ~/.config/opencode/plugins/\n"
+            f"# it runs: MEMORY_AGENT_BIN={shlex.quote(base[0])} "
+            f"MEMORY_AGENT_HOME={shlex.quote(str(home))} (set them in its environment)"
+        ),
     }

@@ -27,6 +27,7 @@ from memory_agent import config as config_mod
 from memory_agent import reads
 from memory_agent.clock import Clock
 from memory_agent.corpora import Corpus, load_corpora
+from memory_agent.episodes import EPISODES
 from memory_agent.events import EntryStats
 from memory_agent.home import DEMO_KB, Home
 from memory_agent.scanner import KB_SOURCE, Changes, Scanner, SourceStatus, entry_file
@@ -71,7 +72,14 @@ class Memory:
         self._given_embedder = embedder  # a model handed in (tests, experiments) wins over config
         self._embedder: CachedEmbedder | None = None
         self._index: Index | None = None
-        self.scanner = Scanner(self.home, self.kb_dir, self.corpora, lambda: self.repos_file)
+        self.scanner = Scanner(
+            self.home,
+            self.kb_dir,
+            self.corpora,
+            lambda: self.repos_file,
+            journal_dir=self.place.journal_dir,
+            episodes_since=lambda: self.clock() - 86400.0 * float(self.cfg.journal_retention_days),
+        )
         self.last_refresh: str | None = None
         self.lock = FileLock(str(self.run_dir / "home.lock")) if self.run_dir.is_dir() else None
         # Learned per-entry stats (the daemon folds them from events/) and the clock the
@@ -219,6 +227,17 @@ class Memory:
         """Every document on disk, read now (for a rebuild)."""
         corpora = self.scanner.current_corpora()
         return self.scanner.full(lambda _: None, lambda: (), corpora).upserts
+
+    def search_sources(
+        self, include_readonly: bool = True, include_episodes: bool = False
+    ) -> tuple[str, ...]:
+        """The sources a search looks in: the KB, the project docs, the episodes."""
+        out = [KB_SOURCE]
+        if include_readonly:
+            out += [c.label for c in self.scanner.current_corpora()]
+        if include_episodes:
+            out.append(EPISODES)
+        return tuple(out)
 
     def sources(self) -> dict[str, SourceStatus]:
         counts: dict[str, int] = {}

@@ -35,17 +35,19 @@ IMPORTANCE_SCALE = 0.01
 # deleted. `memory-agent gc` proposes archiving entries idle past ARCHIVE_AFTER_DAYS.
 RECENCY_WEIGHT = 0.03
 DORMANT_PENALTY = 0.05
-FAST, SLOW = "fast", "slow"
-# Session context and notes move fast; decisions, principles and domain knowledge move slowly.
+FAST, SLOW, EPISODIC = "fast", "slow", "episodic"
+# Session context and notes move fast; decisions, principles and domain knowledge move slowly;
+# captured episodes (what happened in one turn) fade fastest.
 TYPE_PACE = {
     "note": FAST, "preference": SLOW, "correction": SLOW, "pitfall": SLOW, "process": SLOW,
     "guideline": SLOW, "decision": SLOW, "principle": SLOW, "model": SLOW, "fact": SLOW,
+    "episode": EPISODIC,
 }  # fmt: skip
-HALF_LIFE_DAYS = {FAST: 30.0, SLOW: 90.0}
-DORMANT_AFTER_DAYS = {FAST: 45.0, SLOW: 90.0}
+HALF_LIFE_DAYS = {FAST: 30.0, SLOW: 90.0, EPISODIC: 14.0}
+DORMANT_AFTER_DAYS = {FAST: 45.0, SLOW: 90.0, EPISODIC: 30.0}
 # Entries recalled this often stay active twice as long (they proved their worth).
 PROVEN_RECALLS = 10
-ARCHIVE_AFTER_DAYS = {FAST: 120.0, SLOW: 365.0}
+ARCHIVE_AFTER_DAYS = {FAST: 120.0, SLOW: 365.0, EPISODIC: 60.0}  # gc archives KB entries only
 
 # -- links: neighbours of strong hits ----------------------------------------------------------
 # For each of the LINK_SOURCES best hits with relevance >= LINK_MIN_SCORE, every neighbour gets

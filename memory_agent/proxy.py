@@ -48,8 +48,9 @@ READ_ONLY_TOOLS = {
     "memory_index_status",
     "memory_history",
     "memory_set_importance",
+    "memory_proposals",
 }  # importance: an idempotent event, safe to repeat
-WRITE_TOOLS = {"memory_add", "memory_supersede", "memory_archive"}
+WRITE_TOOLS = {"memory_add", "memory_supersede", "memory_archive"}  # retried with a request_id
 LATEST_PROTOCOL = "2025-11-25"
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory_agent import limits
+from memory_agent.episodes import EPISODES
 from memory_agent.errors import Invalid, NotFound, NotReady
 from memory_agent.kb import ENTRY_TYPES, read_entry
 from memory_agent.ranking import Ranked, _ts, rerank
-from memory_agent.scanner import KB_SOURCE, kb_files
+from memory_agent.scanner import kb_files
 from ragcore import DocumentError, Filter, Index, SearchConfig, search
 
 if TYPE_CHECKING:
@@ -136,6 +137,7 @@ def rank(
     graph: dict[str, list[tuple[str, str]]],
     explain: bool = False,
     use_dense: bool = True,
+    config: SearchConfig | None = None,
 ) -> Found:
     """ragcore's relevance, then the memory's dynamics (`memory_agent.ranking`): the path every
     search takes - the tools, the CLI and `memory-agent eval`."""
@@ -144,7 +146,7 @@ def rank(
         query,
         limit=max(limit * 3, 30),
         flt=flt,
-        config=SearchConfig(),
+        config=config or SearchConfig(),
         use_dense=use_dense,
     )
     candidates = [
@@ -198,15 +200,16 @@ def rank(
 
 
 def default_filter(
-    types=None, tags=None, include_readonly=True, include_archived=False, doc_ids=None
+    types=None, tags=None, include_archived=False, doc_ids=None, sources=None
 ) -> Filter:
-    """The filter of a search: active entries (and archived ones if asked), every source."""
+    """The filter of a search: active entries (and archived ones if asked) of `sources` (None:
+    every source)."""
     return Filter(
         types=tuple(types) if types else None,
         tags=tuple(tags) if tags else None,
         statuses=None if doc_ids is not None else
         (("active", "archived") if include_archived else ("active",)),
-        sources=None if include_readonly else (KB_SOURCE,),
+        sources=tuple(sources) if sources is not None else None,
         doc_ids=doc_ids,
     )  # fmt: skip
 
@@ -220,6 +223,7 @@ def run_search(
     tags: list[str] | None = None,
     include_readonly: bool = True,
     include_archived: bool = False,
+    include_episodes: bool = False,
     explain: bool = False,
     as_of: str | None = None,
     use_dense: bool = True,
@@ -238,7 +242,8 @@ def run_search(
             )
         index = memory.index
         doc_ids = standing_at(index, cutoff) if cutoff is not None else None
-        flt = default_filter(types, tags, include_readonly, include_archived, doc_ids)
+        sources = memory.search_sources(include_readonly, include_episodes)
+        flt = default_filter(types, tags, include_archived, doc_ids, sources)
         return rank(
             index,
             query,
@@ -296,6 +301,32 @@ def history(memory: Memory, entry_id: str) -> dict[str, Any]:
     return {"id": entry_id, "chain": chain}
 
 
+def _episode(memory: Memory, entry_id: str) -> dict[str, Any]:
+    """An episode, read from the journal (the truth of L0/L1)."""
+    from memory_agent.episodes import load_session
+    from memory_agent.journal import sessions
+
+    _, session, n = (entry_id.split("/") + ["", ""])[:3]
+    paths = sessions(memory.place.journal_dir).get(session, [])
+    for episode in load_session(paths, session) if paths else []:
+        if str(episode.n) == n:
+            doc = episode.to_document(paths[-1])
+            return {
+                "id": entry_id,
+                "title": doc.title,
+                "type": "episode",
+                "status": "active",
+                "tags": [],
+                "body": doc.body,
+                "path": str(paths[-1]),
+                "writable": False,
+                "supersedes": [],
+                "superseded_by": None,
+                "created": doc.meta["created"],
+            }
+    raise NotFound(f"no episode with id {entry_id!r}")
+
+
 def get(memory: Memory, entry_id: str) -> dict[str, Any]:
     """An entry read from disk (the truth), KB or read-only corpus."""
     from memory_agent.corpora import load_corpus_document
@@ -325,6 +356,8 @@ def get(memory: Memory, entry_id: str) -> dict[str, Any]:
         }
     if "/" not in entry_id:
         raise NotFound(f"no entry with id {entry_id!r}")
+    if entry_id.startswith(EPISODES + "/"):
+        return _episode(memory, entry_id)
     corpus, rel, full = memory.scanner.corpus_file(entry_id)
     try:
         doc = load_corpus_document(corpus, rel, full)

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from memory_agent.corpora import Corpus, load_corpus_document
+from memory_agent.episodes import EPISODES, load_session
 from memory_agent.errors import Invalid, NotFound
+from memory_agent.journal import sessions
 from memory_agent.kb import ENTRY_TYPES, ValidationError, check_id, read_entry
 from memory_agent.watch import Watcher, inotify_available
 from ragcore import DocInfo, Document, DocumentError
@@ -110,6 +112,16 @@ def name_taken(kb_dir: Path, entry_id: str) -> bool:
     return any(os.path.lexists(kb_dir / t / f"{entry_id}.md") for t in ENTRY_TYPES)
 
 
+def _session_of(filename: str) -> str | None:
+    """The session a journal file belongs to (plain, aside or part), or None."""
+    for suffix in (".jsonl", ".jsonl.compacting"):
+        if filename.endswith(suffix) and not filename.startswith("."):
+            return filename[: -len(suffix)]
+    if filename.endswith(".gz") and ".jsonl." in filename and not filename.startswith("."):
+        return filename.split(".jsonl.", 1)[0]
+    return None
+
+
 def entry_file(kb_dir: Path, entry_id: str) -> Path | None:
     """The file of KB entry `entry_id`, or None. Raises `Invalid` (naming the path) when the
     entry's file or folder is a symbolic link; never scans the whole KB."""
@@ -145,9 +157,13 @@ class Scanner:
         kb_dir: Path,
         corpora: Callable[[], list[Corpus]],
         repos_file: Callable[[], Path],
+        journal_dir: Path | None = None,
+        episodes_since: Callable[[], float] = lambda: 0.0,
     ):
         self.home_dir = home_dir
         self.kb_dir = kb_dir
+        self.journal_dir = journal_dir
+        self.episodes_since = episodes_since  # episodes that started before are not indexed
         self.corpora = corpora
         self.repos_file = repos_file
         self.reads = 0  # files read and parsed (a test counts them)
@@ -298,6 +314,18 @@ class Scanner:
                 continue
             self._consider(doc_id, path, st, self._kb_doc, known, out)
         readable = {KB_SOURCE}
+        if self.journal_dir is not None:
+            readable.add(EPISODES)
+            if watch is not None and self.journal_dir.is_dir():
+                watch.watch(self.journal_dir)
+            indexed_by_session: dict[str, set[str]] = {}
+            for info in indexed():
+                if info.source == EPISODES:
+                    indexed_by_session.setdefault(str(info.meta.get("session")), set()).add(info.id)
+            for name, paths in sessions(self.journal_dir).items():
+                out.looked_at += len(paths)
+                ids = self._session_changed(name, paths, known, out, indexed_by_session.get(name))
+                seen.update((i, paths[-1]) for i in ids)
         for corpus in corpora:
             if not corpus.available:
                 continue
@@ -332,8 +360,52 @@ class Scanner:
         self._broken &= set(seen)
         return out
 
+    def _session_changed(
+        self,
+        name: str,
+        paths: list[Path],
+        known: Known,
+        out: Changes,
+        indexed: set[str] | None,
+    ) -> set[str]:
+        """Re-derive a session's episodes if its files changed; the ids it now has."""
+        stamp = ";".join(f"{p.name}:{stamp_of(p.stat())}" for p in paths if p.exists())
+        first = known(f"{EPISODES}/{name}/1") or known(f"{EPISODES}/{name}/0")
+        if first is not None and first.stamp == stamp and indexed is not None:
+            return indexed  # unchanged since it was indexed
+        self.reads += 1
+        since = self.episodes_since()
+        docs = [
+            dataclasses.replace(e.to_document(paths[-1]), stamp=stamp)
+            for e in load_session(paths, name)
+            if e.started >= since
+        ]
+        ids = {d.id for d in docs}
+        for doc in docs:
+            info = known(doc.id)
+            if info is not None and info.hash == doc.content_hash:
+                if info.stamp != stamp:
+                    out.restamps[doc.id] = stamp
+            else:
+                out.upserts.append(doc)
+        if indexed is None:  # an incremental change: the ids are numbered from 0 or 1 up
+            indexed = set()
+            n = 0
+            while n <= len(docs) + 1 or known(f"{EPISODES}/{name}/{n}") is not None:
+                if known(f"{EPISODES}/{name}/{n}") is not None:
+                    indexed.add(f"{EPISODES}/{name}/{n}")
+                n += 1
+        out.deletes.extend(sorted(indexed - ids))
+        return ids
+
     def _path_changed(self, path: Path, corpora: list[Corpus], known: Known, out: Changes):
         """One path the watcher reported: re-read it, or drop its document if it is gone."""
+        if self.journal_dir is not None and path.parent == self.journal_dir:
+            name = _session_of(path.name)
+            if name is not None:
+                paths = sessions(self.journal_dir).get(name, [])
+                self._session_changed(name, paths, known, out, None)
+            return
         located = self._locate(path, corpora)
         if located is None:
             return
@@ -390,6 +462,14 @@ class Scanner:
             *self._kb_problems,
             *(p for k, p in sorted(self._problems.items()) if k.startswith(kb_prefix)),
         ]
+        if self.journal_dir is not None:
+            out[EPISODES] = SourceStatus(
+                EPISODES,
+                counts.get(EPISODES, 0),
+                False,
+                True,
+                str(self.journal_dir),
+            )
         for corpus in self._corpora or []:
             status = SourceStatus(
                 corpus.label,

@@ -21,6 +21,8 @@ __all__ = [
     "EntryReply",
     "HistoryReply",
     "ImportanceReply",
+    "ProposalsReply",
+    "RejectReply",
     "SearchReply",
     "StatusReply",
     "SupersedeReply",
@@ -181,6 +183,28 @@ class StatusReply(TypedDict):
     last_refresh: str | None
     problems: NotRequired[list[str]]
     degraded: NotRequired[str]
+
+
+@with_config(_OPEN)
+class Proposal(TypedDict):
+    id: Annotated[str, Field(description="The proposal's id (pass it to memory_accept).")]
+    title: str
+    body: str
+    type: str
+    episodes: Annotated[list[str], Field(description="The episodes that are its evidence.")]
+    sessions: list[str]
+
+
+@with_config(_OPEN)
+class ProposalsReply(TypedDict):
+    proposals: list[Proposal]
+
+
+@with_config(_OPEN)
+class RejectReply(TypedDict):
+    id: str
+    status: Literal["rejected"]
+    reason: str
 
 
 class ErrorBody(TypedDict):

@@ -16,9 +16,11 @@ import threading
 import time
 from typing import Any
 
-from memory_agent import __version__, limits
+from memory_agent import __version__, journal, limits
+from memory_agent import recall as recall_mod
 from memory_agent.errors import Conflict, Invalid, NotReady, describe
 from memory_agent.events import EventLog, apply_event, compact, fold
+from memory_agent.gate import Gate
 from memory_agent.gateway import Gateway
 from memory_agent.memory import Memory
 from memory_agent.reads import Found, run_search
@@ -51,8 +53,16 @@ class Service:
                 folded.corrupt_lines,
                 folded.read_errors,
             )
+        try:  # gzip idle sessions' journals; the reader reads both forms
+            compacted = journal.compact(memory.place.journal_dir)
+            if compacted:
+                log.info("journal: compacted %d idle session file(s)", len(compacted))
+        except OSError as exc:
+            log.warning("journal: compaction failed (%s); it is retried at the next start", exc)
         self.lock = threading.RLock()
         self._rebuild_lock = threading.Lock()
+        self.gate = Gate(memory, self.gateway, events=self._event)
+        self._gate_timer: threading.Timer | None = None
         self.started = time.time()
         self.last_used = time.monotonic()
         self._model_thread: threading.Thread | None = None
@@ -128,6 +138,71 @@ class Service:
 
     def touch(self) -> None:
         self.last_used = time.monotonic()
+
+    def _event(self, kind: str, **fields: Any) -> None:
+        apply_event(self.memory.stats, self.events.append(kind, **fields))
+
+    # -- hooks: recall and the gate ---------------------------------------------------------
+    def recall(self, prompt: str, session: str | None, event: str, cwd: str | None) -> dict:
+        """What a hook injects: recall before a prompt, a digest at a session's start. Nothing
+        while the model loads (a hook never waits for it)."""
+        self.touch()
+        if str(self.memory.cfg.inject) != "on":
+            return {"context": "", "ids": [], "reason": "inject is off"}
+        if not self.model_loaded:
+            self.start_model_load()
+            return {"context": "", "ids": [], "reason": "the model is loading"}
+        limit = int(self.memory.cfg.recall_limit)
+        with self.lock:
+            if event == "session-start":
+                found = recall_mod.digest(self.memory, cwd, limit=min(limit, 4))
+            else:
+                found = recall_mod.recall(self.memory, prompt, session, limit=limit)
+        self._event("inject", session=session, event=event, ids=found.ids, chars=len(found.text))
+        return {"context": found.text, "ids": found.ids}
+
+    def hook_event(self, event: str, session: str | None) -> dict:
+        """A turn or a session ended: run the gate soon (once for a burst of events)."""
+        self.touch()
+        if event in ("stop", "session-end") and str(self.memory.cfg.gate) != "off":
+            with self.lock:
+                if self._gate_timer is not None:
+                    self._gate_timer.cancel()
+                self._gate_timer = threading.Timer(2.0, self._gate_in_background)
+                self._gate_timer.daemon = True
+                self._gate_timer.start()
+        return {"status": "ok"}
+
+    def _gate_in_background(self) -> None:
+        try:
+            report = self.run_gate()
+            if report["promoted"] or report["proposed"]:
+                log.info("gate: %s", report)
+        except Exception as exc:  # noqa: BLE001 - logged; the next event tries again
+            log.warning("gate failed: %s", describe(exc).message)
+
+    def run_gate(self) -> dict[str, Any]:
+        self.touch()
+        self.wait_for_model()
+        with self.lock:
+            return self.gate.run()
+
+    def proposals(self) -> dict[str, Any]:
+        self.touch()
+        with self.lock:
+            return {"proposals": self.gate.proposals()}
+
+    def accept(self, proposal_id: str) -> dict[str, Any]:
+        self.touch()
+        self.wait_for_model()
+        with self.lock:
+            return self.gate.accept(proposal_id)
+
+    def reject(self, proposal_id: str, reason: str) -> dict[str, Any]:
+        self.touch()
+        limits.check_text("reason", reason, limits.MAX_REASON, required=True)
+        with self.lock:
+            return self.gate.reject(proposal_id, " ".join(reason.split()))
 
     # -- calls ----------------------------------------------------------------------------
     def search(self, query: str, caller: str | None = None, **kwargs: Any) -> dict[str, Any]:

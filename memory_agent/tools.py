@@ -40,7 +40,8 @@ log. Never duplicate: search first; change an entry with memory_supersede, retir
 memory_archive (both preview first). Errors start with a code and end with the fix."""
 
 TOOL_NAMES = ("memory_search", "memory_get", "memory_add", "memory_supersede", "memory_archive",
-              "memory_set_importance", "memory_history", "memory_index_status")  # fmt: skip
+              "memory_set_importance", "memory_history", "memory_index_status",
+              "memory_proposals", "memory_accept", "memory_reject")  # fmt: skip
 
 EntryType = Literal[ENTRY_TYPES]  # type: ignore[valid-type]
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
@@ -217,6 +218,13 @@ def build_server(service: Service) -> MCPServer:
         include_archived: Annotated[
             bool, Field(description="Include archived entries (retired, kept for the record).")
         ] = False,
+        include_episodes: Annotated[
+            bool,
+            Field(
+                description="Include episodes: turns of earlier agent sessions captured by the "
+                "hooks (what was asked, which tools ran, what failed, the answer)."
+            ),
+        ] = False,
         explain: Annotated[
             bool, Field(description="Add `why` to each hit: every channel and ranking signal.")
         ] = False,
@@ -247,6 +255,7 @@ def build_server(service: Service) -> MCPServer:
             tags=tags,
             include_readonly=include_readonly,
             include_archived=include_archived,
+            include_episodes=include_episodes,
             explain=explain,
             as_of=as_of,
         )
@@ -397,6 +406,54 @@ def build_server(service: Service) -> MCPServer:
         to explain why the current answer differs from an older one.
         """
         return service.history(id)
+
+    @tool("Lessons waiting for a decision", READ)
+    def memory_proposals() -> schemas.ProposalsReply:
+        """Lessons the ingest gate found in recurring, verified outcomes of earlier sessions
+        (a command failed, a change was made, the same command then succeeded - in several
+        episodes of several sessions), waiting to be accepted into the knowledge base (when
+        the gate is set to propose). Read each one; accept what is right, reject the rest.
+        """
+        return service.proposals()
+
+    @tool(
+        "Accept a proposed lesson",
+        ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),  # fmt: skip
+    )
+    def memory_accept(
+        id: Annotated[str, Field(description="A proposal id from memory_proposals.")],
+    ) -> schemas.AddReply:
+        """Write a proposed lesson into the knowledge base (through the same checks as
+        memory_add; `source: auto`, with the episodes it came from)."""
+        return service.accept(id)
+
+    @tool(
+        "Reject a proposed lesson",
+        ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),  # fmt: skip
+    )
+    def memory_reject(
+        id: Annotated[str, Field(description="A proposal id from memory_proposals.")],
+        reason: Annotated[
+            str,
+            Field(
+                description="Why it is wrong or not worth keeping.",
+                min_length=1,
+                max_length=limits.MAX_REASON,
+            ),  # fmt: skip
+        ],
+    ) -> schemas.RejectReply:
+        """Drop a proposed lesson for good: the same lesson is never proposed again."""
+        return service.reject(id, reason)
 
     @tool("Health of the memory", READ)
     def memory_index_status() -> schemas.StatusReply:

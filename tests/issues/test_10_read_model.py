@@ -52,7 +52,7 @@ def test_a_search_with_nothing_changed_reads_and_hashes_nothing(
         memory.search("build cache maintenance")
     assert memory.scanner.reads == reads  # no file read
     assert next(hashes) == 0  # no document hashed
-    assert next(stats) < 20  # a few stats per search (repos.json, the index pointer), not 300
+    assert next(stats) <= 5 * 6  # a handful per search (repos.json, the index pointer), not 300
     # an editor's change is in the very next search
     path = memory.kb_dir / "note" / "bulk-0123.md"
     path.write_text(path.read_text().replace("build cache", "flux capacitor"))

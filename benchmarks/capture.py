@@ -1,0 +1,199 @@
+"""Replay benchmark of memory that keeps itself, on LoCoMo's real conversations.
+
+    .venv/bin/python benchmarks/capture.py [--bench ../shared/bench/locomo] [--max-queries N]
+        [--work DIR] [--json]
+
+1. A fresh home (MiniLM, no demo entries). Every turn of every session of every dev
+   conversation goes, in order, through the real `memory-agent hook` command as an agent
+   session would send it: a `prompt` hook (the turn, with its date; the clock set to the
+   session's date) and a `stop` hook. Each turn becomes one episode.
+2. Each question is asked through the `prompt` hook of a fresh session (capture off, so
+   questions do not become episodes); the episodes named in the injected context are mapped
+   back to LoCoMo turns and checked against the question's evidence (qrels).
+3. The same question through `memory_search` (include_episodes, limit 8): the recall@8 of
+   searching the raw turns directly - the ceiling.
+
+Prints: evidence recall of the injection and of direct search, injected characters per
+prompt, p50/p95 latency of the capture hook (stop) and of the injecting hook (prompt), each
+a whole process start to exit, and the journal's size. Needs ../shared/bench (skips with a
+message otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from memory_agent import config
+from memory_agent.client import DaemonClient
+from memory_agent.mcp_config import proxy_command
+from memory_agent.memory import Memory
+
+ROOT = Path(__file__).resolve().parents[1]
+TITLE = re.compile(
+    r"^(?P<speaker>[^,]+), (?P<when>.+) \(session (?P<session>\d+), turn (?P<turn>.+)\)$"
+)
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))] if ordered else 0.0
+
+
+def parse_when(text: str) -> float:
+    """'1:56 pm on 8 May, 2023' -> a timestamp (UTC)."""
+    when = dt.datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=dt.UTC)
+    return when.timestamp()
+
+
+def turns(bench: Path) -> list[dict]:
+    out = []
+    for line in (bench / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        m = TITLE.match(row["title"])
+        if not m:
+            continue
+        conv = row["id"].split("_", 1)[0]
+        turn = m.group("turn").split(":")[-1]
+        out.append(
+            {
+                "id": row["id"],
+                "conv": conv,
+                "session": int(m.group("session")),
+                "turn": int(turn) if turn.isdigit() else 0,
+                "when": parse_when(m.group("when")),
+                "date": m.group("when"),
+                "text": row["text"],
+            }
+        )
+    return sorted(out, key=lambda t: (t["conv"], t["session"], t["turn"]))
+
+
+def run_hook(cmd: list[str], event: str, payload: dict, env: dict) -> tuple[float, str]:
+    t = time.perf_counter()
+    proc = subprocess.run(
+        [*cmd, "hook", event], input=json.dumps(payload), capture_output=True, text=True, env=env
+    )
+    took = (time.perf_counter() - t) * 1000
+    if proc.returncode != 0:
+        raise SystemExit(f"hook {event} failed: {proc.stderr}")
+    return took, proc.stdout
+
+
+def injected_ids(stdout: str) -> tuple[list[str], int]:
+    if not stdout.strip():
+        return [], 0
+    text = json.loads(stdout)["hookSpecificOutput"]["additionalContext"]
+    return re.findall(r"^- \[([^\]]+)\]", text, re.M), len(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bench", type=Path, default=ROOT.parent / "shared" / "bench" / "locomo")
+    parser.add_argument("--max-queries", type=int, default=None)
+    parser.add_argument("--max-turns", type=int, default=None, help="a quick smoke run")
+    parser.add_argument("--work", type=Path, default=None, help="keep the home here")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if not (args.bench / "corpus.jsonl").is_file():
+        print(f"skipped: no LoCoMo bench at {args.bench} (it lives in ../shared/bench)")
+        return
+    work = args.work or Path(tempfile.mkdtemp(prefix="memory-agent-capture-"))
+    home = work / "home"
+    cache = Path(os.environ.get("MEMORY_AGENT_CACHE") or work / "cache")
+    env = dict(os.environ, MEMORY_AGENT_HOME=str(home), MEMORY_AGENT_EMBEDDER="minilm",
+               MEMORY_AGENT_CACHE=str(cache), MEMORY_AGENT_IDLE_EXIT="0",
+               MEMORY_AGENT_GATE="off",  # the replay measures capture and recall
+               MEMORY_AGENT_JOURNAL_RETENTION_DAYS="36500")  # 2023 turns stay searchable  # fmt: skip
+    os.environ.update(env)  # the daemon the client starts gets the same settings
+    Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
+    cmd = proxy_command(home)[:-3]  # the memory-agent command `init` prints (home: env)
+    client = DaemonClient(home, timeout=600)
+    client.ensure()
+    client.admin("sync")
+    # 1. replay every turn
+    episode_of: dict[str, str] = {}
+    capture_ms, inject_ms, count = [], [], {}
+    all_turns = turns(args.bench)[: args.max_turns]
+    started = time.perf_counter()
+    for i, t in enumerate(all_turns):
+        session = f"{t['conv']}-s{t['session']}"
+        count[session] = count.get(session, 0) + 1
+        episode_of[f"episodes/{session}/{count[session]}"] = t["id"]
+        turn_env = dict(env, MEMORY_AGENT_CLOCK=dt.datetime.fromtimestamp(
+            t["when"] + count[session], dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))  # fmt: skip
+        prompt = f"[{t['date']}] {t['text']}"
+        took, _ = run_hook(cmd, "prompt", {"session_id": session, "prompt": prompt,
+                                           "hook_event_name": "UserPromptSubmit"}, turn_env)  # fmt: skip
+        inject_ms.append(took)
+        took, _ = run_hook(cmd, "stop", {"session_id": session, "hook_event_name": "Stop"},
+                           turn_env)  # fmt: skip
+        capture_ms.append(took)
+        if (i + 1) % 250 == 0:
+            print(f"replayed {i + 1}/{len(all_turns)} turns", file=sys.stderr, flush=True)
+    replay_s = time.perf_counter() - started
+    client.admin("sync")
+    # 2. questions through the prompt hook, 3. the same through memory_search
+    qrels: dict[str, set[str]] = {}
+    for line in (args.bench / "qrels.tsv").read_text().splitlines():
+        q, doc, rel = line.split("\t")
+        if int(rel) > 0:
+            qrels.setdefault(q, set()).add(doc)
+    queries = [json.loads(x) for x in (args.bench / "queries.jsonl").read_text().splitlines()]
+    replayed = set(episode_of.values())
+    queries = [q for q in queries if q["qid"] in qrels and qrels[q["qid"]] <= replayed]
+    queries = queries[: args.max_queries]
+    q_env = dict(env, MEMORY_AGENT_CAPTURE="off")
+    rec_inject, rec_search, chars, question_ms = [], [], [], []
+    for q in queries:
+        took, out = run_hook(cmd, "prompt", {"session_id": f"question-{q['qid']}",
+                                             "prompt": q["query"],
+                                             "hook_event_name": "UserPromptSubmit"}, q_env)  # fmt: skip
+        question_ms.append(took)
+        ids, n = injected_ids(out)
+        chars.append(n)
+        got = {episode_of.get(i) for i in ids}
+        evidence = qrels[q["qid"]]
+        rec_inject.append(len(evidence & got) / len(evidence))
+        hits = client.call_tool("memory_search", {"query": q["query"], "limit": 8,
+                                                  "include_episodes": True})["hits"]  # fmt: skip
+        found = {episode_of.get(h["id"]) for h in hits}
+        rec_search.append(len(evidence & found) / len(evidence))
+    journal_bytes = sum(p.stat().st_size for p in (home / "journal").iterdir())
+    client.stop(wait=True)
+    out = {
+        "turns": len(all_turns),
+        "sessions": len(count),
+        "questions": len(queries),
+        "injection_evidence_recall": round(sum(rec_inject) / len(queries), 4),
+        "direct_search_recall@8": round(sum(rec_search) / len(queries), 4),
+        "injected_chars_mean": round(sum(chars) / len(chars), 1),
+        "injected_chars_p95": pct(chars, 0.95),
+        "empty_injections": sum(1 for c in chars if c == 0),
+        "capture_hook_p50_ms": round(pct(capture_ms, 0.5), 1),
+        "capture_hook_p95_ms": round(pct(capture_ms, 0.95), 1),
+        "inject_hook_p50_ms": round(pct(question_ms, 0.5), 1),
+        "inject_hook_p95_ms": round(pct(question_ms, 0.95), 1),
+        "replay_prompt_hook_p50_ms": round(pct(inject_ms, 0.5), 1),
+        "journal_bytes": journal_bytes,
+        "replay_s": round(replay_s, 1),
+    }
+    if args.json:
+        print(json.dumps(out))
+        return
+    print(f"LoCoMo dev replay: {out['turns']} turns in {out['sessions']} sessions, "
+          f"{out['questions']} questions ({os.cpu_count()} cores)")  # fmt: skip
+    for key, value in out.items():
+        print(f"  {key:28s} {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""Episodes (layer L1): the turns of the journal as documents the memory can search.
+
+An episode is one turn of one agent session: the user's prompt, the tools the agent called
+(what, on what, and whether it worked - with the error's first line when it did not), and its
+final answer. Its id is `episodes/<session>/<n>` (n counts the session's prompts from 1).
+Episodes are a read-only source (`source: episodes`): searchable with `include_episodes`,
+injected by the hooks, never written into the git knowledge base - lessons reach it only
+through the gate (`memory_agent.gate`).
+
+Retention: an episode older than `journal_retention_days` leaves the index; its journal lines
+stay on disk (compacted), so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memory_agent.clock import iso
+from memory_agent.journal import read_session
+from ragcore import Document
+
+__all__ = ["EPISODES", "Episode", "Step", "command_key", "episodes_of", "error_signature"]
+
+EPISODES = "episodes"
+EDIT_TOOLS = {"Edit", "MultiEdit", "Write", "NotebookEdit", "apply_patch", "edit", "write", "patch"}
+_NOISE = re.compile(r"^(exit code \d+|command failed|error:?)$", re.I)
+_ERRORISH = re.compile(r"(error|failed|failure|exception|cannot|can't|not found|no such|denied|"
+                       r"invalid|unable|refused|fatal|traceback)", re.I)  # fmt: skip
+
+
+@dataclass
+class Step:
+    tool: str
+    target: str  # the command, the file or a short form of the input
+    ok: bool
+    error: str = ""  # the first line that says what went wrong
+
+    @property
+    def is_edit(self) -> bool:
+        return self.tool in EDIT_TOOLS
+
+    def line(self) -> str:
+        what = f"{self.tool}: {self.target}" if self.target else self.tool
+        return f"- {what} → {'ok' if self.ok else 'failed: ' + (self.error or 'error')}"
+
+
+@dataclass
+class Episode:
+    session: str  # the journal's session name
+    n: int
+    started: float
+    prompt: str = ""
+    steps: list[Step] = field(default_factory=list)
+    answer: str = ""
+    cwd: str = ""
+    client: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{EPISODES}/{self.session}/{self.n}"
+
+    def to_document(self, path: Path | None = None) -> Document:
+        title = (self.prompt.strip().splitlines() or ["(tools without a prompt)"])[0]
+        title = title if len(title) <= 120 else title[:119] + "…"
+        parts = [self.prompt.strip()]
+        if self.steps:
+            parts.append("Steps:\n" + "\n".join(s.line() for s in self.steps[:40]))
+        if self.answer.strip():
+            answer = self.answer.strip()
+            parts.append("Answer: " + (answer if len(answer) <= 1500 else answer[:1499] + "…"))
+        meta = {
+            "type": "episode",
+            "status": "active",
+            "created": iso(self.started),
+            "session": self.session,
+            "turn": self.n,
+        }
+        if self.cwd:
+            meta["cwd"] = self.cwd
+        return Document(self.id, title, "\n\n".join(p for p in parts if p), meta, EPISODES,
+                        str(path) if path else None)  # fmt: skip
+
+
+def error_signature(text: str) -> str:
+    """The line of an error message that says what went wrong (not "Exit code 1")."""
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    meaningful = [ln for ln in lines if not _NOISE.match(ln)]
+    for ln in meaningful:
+        if _ERRORISH.search(ln):
+            return ln[:200]
+    return (meaningful[0] if meaningful else (lines[0] if lines else ""))[:200]
+
+
+def command_key(command: str) -> str:
+    """The command without its arguments: `npm test`, `pytest`, `cargo build`."""
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        tokens = command.split()
+    key: list[str] = []
+    for token in tokens:
+        if token.startswith("-") or "/" in token or "." in token or "=" in token or len(key) == 3:
+            break
+        key.append(token)
+    return " ".join(key) or command.strip()[:40]
+
+
+def _target(tool: str, data: Any) -> str:
+    if not isinstance(data, dict):
+        return str(data or "")[:200]
+    for key in ("command", "cmd", "file_path", "filePath", "path", "notebook_path", "url",
+                "pattern", "query"):  # fmt: skip
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            return " ".join(value.split())[:200]
+    return json.dumps(data, ensure_ascii=False)[:200]
+
+
+def _failed(record: dict[str, Any]) -> tuple[bool, str]:
+    """(ok, error) of a tool record: the hook's verdict, else an exit code in the response."""
+    if record.get("ok") is False or record.get("error"):
+        return False, error_signature(str(record.get("error") or record.get("output") or ""))
+    output = record.get("output")
+    if isinstance(output, dict):
+        code = output.get("exit_code", output.get("exitCode", output.get("returncode")))
+        if isinstance(code, int) and code != 0:
+            return False, error_signature(str(output.get("stderr") or output.get("output") or ""))
+    return True, ""
+
+
+def episodes_of(session: str, records: list[dict[str, Any]]) -> list[Episode]:
+    """The turns of one session's records, in order."""
+    out: list[Episode] = []
+    current: Episode | None = None
+    for record in records:
+        event = record.get("event")
+        ts = record.get("ts") if isinstance(record.get("ts"), (int, float)) else 0.0
+        if event == "prompt":
+            current = Episode(session, len([e for e in out if e.n > 0]) + 1, ts,
+                              str(record.get("prompt") or ""), cwd=str(record.get("cwd") or ""),
+                              client=str(record.get("client") or ""))  # fmt: skip
+            out.append(current)
+        elif event == "tool":
+            if current is None:
+                current = Episode(session, 0, ts)
+                out.append(current)
+            ok, error = _failed(record)
+            tool = str(record.get("tool") or "tool")
+            current.steps.append(Step(tool, _target(tool, record.get("input")), ok, error))
+        elif event == "stop" and current is not None:
+            current.answer = str(record.get("answer") or "")
+    return out
+
+
+def load_session(paths: list[Path], session: str) -> list[Episode]:
+    return episodes_of(session, list(read_session(paths)))

@@ -1,0 +1,258 @@
+"""`memory-agent hook <event>`: what an agent's hook runs - capture a turn, inject recall.
+
+Reads the hook's JSON on stdin (Claude Code's format; Codex sends the same fields; the
+opencode plugin builds it). Events and what they do:
+
+    session-start  (SessionStart)        journal a start; inject a short digest
+    prompt         (UserPromptSubmit)    journal the prompt; inject recall for it
+    tool           (PostToolUse)         journal the tool, its input and output (2,000 chars)
+    tool-failure   (PostToolUseFailure)  journal the tool and its error
+    stop           (Stop)                journal the final answer; let the gate run
+    session-end    (SessionEnd)          journal the end; let the gate run
+
+Capture writes the journal directly (redacted; `memory_agent.journal`), with no daemon;
+injection asks the daemon (`POST /hooks/recall` on its socket) and prints
+`{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`. If the daemon is not running
+the hook starts it in the background and injects nothing this time.
+
+A hook never breaks or stalls the agent: whatever fails, or when `hook_budget_ms` (1.5 s) is
+up, it exits 0 with no output and writes one line to `<home>/run/hooks.log`. `capture = off`
+stops the journal (injection goes on); `inject = off` stops injection; both off, a hook does
+nothing. Standard library only (a test checks the imports):
+it starts in tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EVENTS", "main"]
+
+# our name -> Claude Code's
+EVENTS = {
+    "session-start": "SessionStart",
+    "prompt": "UserPromptSubmit",
+    "tool": "PostToolUse",
+    "tool-failure": "PostToolUseFailure",
+    "stop": "Stop",
+    "session-end": "SessionEnd",
+}
+BY_HOOK_NAME = {v: k for k, v in EVENTS.items()}
+MAX_STDIN = 4_000_000
+
+
+class _Budget(Exception):
+    pass
+
+
+def _log(home: Path | None, message: str) -> None:
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {os.getpid()} {message}\n"
+    try:
+        if home is None or not (home / "run").is_dir():
+            raise OSError
+        path = home / "run" / "hooks.log"
+        if path.exists() and path.stat().st_size > 1_000_000:
+            os.replace(path, path.with_name("hooks.log.1"))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError:
+        sys.stderr.write("memory-agent hook: " + line)
+
+
+def _tool_ok(response: Any) -> bool:
+    """Whether a PostToolUse response says the tool worked (an exit code, when there is one)."""
+    if isinstance(response, dict):
+        code = response.get("exit_code", response.get("exitCode", response.get("returncode")))
+        if isinstance(code, int):
+            return code == 0
+        if response.get("success") is False or response.get("is_error") is True:
+            return False
+    return True
+
+
+def record_for(event: str, payload: dict[str, Any], now: float, client: str) -> dict[str, Any]:
+    """The journal record of one hook call."""
+    base: dict[str, Any] = {"ts": now, "event": event, "client": client}
+    if payload.get("cwd"):
+        base["cwd"] = str(payload["cwd"])
+    if event == "session-start":
+        return {**base, "event": "start", "source": payload.get("source")}
+    if event == "prompt":
+        return {**base, "prompt": str(payload.get("prompt") or "")}
+    if event in ("tool", "tool-failure"):
+        out = {
+            **base,
+            "event": "tool",
+            "tool": str(payload.get("tool_name") or "tool"),
+            "input": payload.get("tool_input"),
+        }
+        if event == "tool-failure":
+            out.update(ok=False, error=str(payload.get("error") or "failed"))
+        else:
+            response = payload.get("tool_response")
+            out.update(output=response, ok=_tool_ok(response))
+        return out
+    if event == "stop":
+        return {**base, "answer": str(payload.get("last_assistant_message") or "")}
+    if event == "session-end":
+        return {**base, "event": "end", "reason": payload.get("reason")}
+    return base
+
+
+def _start_daemon_in_background(home: Path) -> None:
+    """Start the daemon without waiting for it (unless another process is starting it)."""
+    from memory_agent.client import DaemonClient
+
+    client = DaemonClient(home)
+    client.run_dir.mkdir(parents=True, exist_ok=True)
+    with open(client.run_dir / "spawn.lock", "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # someone is starting it
+        try:
+            if client.health(timeout=0.2) is None:
+                client.spawn()
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _post(home: Path, route: str, body: dict[str, Any], timeout: float, wait: bool = True):
+    """POST JSON to the daemon over its socket with a bare HTTP/1.1 request (http.client and
+    its email parser cost a hook ~20 ms to import). None when no daemon answers."""
+    data = json.dumps(body).encode("utf-8")
+    request = (
+        f"POST {route} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+    ).encode() + data
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(max(timeout, 0.05))
+    try:
+        try:
+            sock.connect(str(home / "run" / "daemon.sock"))
+        except OSError:
+            return None
+        sock.sendall(request)
+        if not wait:
+            return {}
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    finally:
+        sock.close()
+    head, _, payload = b"".join(chunks).partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/") else 0
+    if status != 200:
+        raise RuntimeError(f"the daemon answered {route} with HTTP {status}: {payload[:200]!r}")
+    return json.loads(payload)
+
+
+def _ask(home: Path, route: str, body: dict[str, Any], timeout: float, wait: bool = True):
+    reply = _post(home, route, body, timeout, wait)
+    if reply is None:
+        _start_daemon_in_background(home)
+        _log(home, f"{route}: the daemon was not running; started it, nothing injected this time")
+    return reply
+
+
+def run(event: str, payload: dict[str, Any], home: Path, client: str, deadline: float) -> str:
+    """Capture and, for the events that inject, the text to print (maybe empty)."""
+    from memory_agent import config as config_mod
+    from memory_agent import journal
+    from memory_agent.clock import Clock
+
+    cfg = config_mod.load({"home": str(home)})
+    if not (home / "kb" / ".git").exists():
+        raise RuntimeError(f"no knowledge base at {home / 'kb'}: run `memory-agent init`")
+    session = str(payload.get("session_id") or "unknown-session")
+    if str(cfg.capture) == "on":
+        now = Clock.from_setting(cfg.clock).now()
+        journal.append(home / "journal", session, record_for(event, payload, now, client))
+    remaining = deadline - time.monotonic()
+    if event in ("stop", "session-end"):  # let the gate run: sent, not waited for
+        _ask(home, "/hooks/event", {"event": event, "session": session}, remaining, wait=False)
+        return "{}" if client == "codex" else ""  # Codex's Stop must print JSON
+    if event not in ("prompt", "session-start") or str(cfg.inject) != "on":
+        return ""
+    reply = _ask(
+        home,
+        "/hooks/recall",
+        {
+            "prompt": str(payload.get("prompt") or ""),
+            "session": session,
+            "event": event,
+            "cwd": payload.get("cwd"),
+        },
+        remaining,
+    )
+    context = (reply or {}).get("context") or ""
+    if not context and client != "codex":  # Codex wants the envelope, even empty
+        return ""
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": EVENTS[event], "additionalContext": context}},
+        ensure_ascii=False,
+    )
+
+
+def main(argv: list[str]) -> int:
+    """`memory-agent hook [EVENT] [--home DIR] [--client NAME]`; always exits 0."""
+    started = time.monotonic()
+    event, home_arg, client = None, None, "claude-code"
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg == "--home" and args:
+            home_arg = args.pop(0)
+        elif arg == "--client" and args:
+            client = args.pop(0)
+        elif arg.startswith("--home="):
+            home_arg = arg.split("=", 1)[1]
+        elif event is None and not arg.startswith("-"):
+            event = arg
+    home = Path(os.path.expanduser(home_arg or os.environ.get("MEMORY_AGENT_HOME")
+                                   or "~/.memory-agent")).resolve()  # fmt: skip
+    budget_ms = 1500.0
+    try:
+        budget_ms = float(os.environ.get("MEMORY_AGENT_HOOK_BUDGET_MS") or budget_ms)
+    except ValueError:
+        pass
+
+    def expire(signum, frame):
+        raise _Budget()
+
+    signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, budget_ms / 1000.0)
+    output = ""
+    try:
+        raw = sys.stdin.buffer.read(MAX_STDIN + 1) if sys.stdin is not None else b""
+        payload = json.loads(raw[:MAX_STDIN] or b"{}")
+        if not isinstance(payload, dict):
+            raise ValueError("the hook's input is not a JSON object")
+        event = event or BY_HOOK_NAME.get(str(payload.get("hook_event_name")), "")
+        event = BY_HOOK_NAME.get(event, event)
+        if event not in EVENTS:
+            raise ValueError(f"unknown hook event {event!r}; use one of {', '.join(EVENTS)}")
+        output = run(event, payload, home, client, started + budget_ms / 1000.0)
+    except _Budget:
+        _log(home, f"{event}: over the {budget_ms:.0f} ms budget; nothing injected")
+        output = ""
+    except Exception as exc:  # noqa: BLE001 - a hook never breaks the agent
+        _log(home, f"{event}: {type(exc).__name__}: {exc}")
+        output = ""
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    if output:
+        sys.stdout.write(output + "\n")
+        sys.stdout.flush()
+    return 0

@@ -433,6 +433,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return _emit(args, reply, human)
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    from memory_agent.ui.server import serve
+
+    return serve(_home(args), args.port, as_json=args.json)
+
+
 def cmd_proxy(args: argparse.Namespace) -> int:
     from memory_agent.proxy import run_proxy
 
@@ -624,6 +630,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit after this many idle seconds (default: the idle_exit setting; 0 = never)",
     )
     p.add_argument("--foreground", action="store_true", help="also log to stderr")
+
+    p = command(
+        "ui",
+        cmd_ui,
+        "browse the memory in a web page on 127.0.0.1 (prints the URL with its token)",
+        "Serve the memory browser: an overview, search with every ranking signal drawn, each "
+        "entry with its history and git diffs, the captured sessions and the gate's inbox. "
+        "Reads through the daemon, writes only through the gateway (preview, then confirm). "
+        "Loopback only; the printed URL carries a random token (then a cookie). Ctrl-C stops.",
+    )
+    p.add_argument("--port", type=int, default=8780, help="TCP port (0: any free port)")
 
     p = command(
         "web",

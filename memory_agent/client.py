@@ -150,7 +150,8 @@ class DaemonClient:
 
     def _wait_healthy(self, proc: subprocess.Popen | None = None) -> dict[str, Any]:
         """Poll the health route, backing off from 50 ms to 1 s; fail at once, with the
-        daemon's own last error, if the process we started exits."""
+        daemon's own last error, if the process we started exits (unless it exited because
+        another daemon, still starting, holds the home)."""
         deadline = time.monotonic() + START_TIMEOUT
         delay = 0.05
         while time.monotonic() < deadline:
@@ -158,6 +159,11 @@ class DaemonClient:
             if health is not None:
                 return health
             if proc is not None and proc.poll() is not None:
+                if self.pid() not in (None, proc.pid):
+                    # ours lost the race to a daemon another client (a hook) started, one
+                    # too busy starting to answer yet: wait for that one instead
+                    proc = None
+                    continue
                 reason = self.last_error() or f"it exited with status {proc.returncode}"
                 raise DaemonError(
                     f"the memory daemon could not start: {reason}",
@@ -258,10 +264,10 @@ class DaemonClient:
             return result["structuredContent"]
         return json.loads(result["content"][0]["text"])
 
-    def admin(self, action: str) -> dict[str, Any]:
+    def admin(self, action: str, method: str = "POST") -> dict[str, Any]:
         self.ensure()
         try:
-            status, _, data = self.request("POST", f"/admin/{action}")
+            status, _, data = self.request(method, f"/admin/{action}")
         except (OSError, http.client.HTTPException) as exc:
             raise DaemonError(
                 f"the daemon stopped answering during {action.split('?')[0]} ({exc})",

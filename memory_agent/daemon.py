@@ -180,6 +180,30 @@ def build_app(service: Any, server_holder: dict[str, Any]):
         data = await body(request)
         return await admin(lambda: service.hook_event(str(data.get("event")), data.get("session")))
 
+    @mcp.custom_route("/admin/overview", methods=["GET"])
+    async def overview(request: Request) -> JSONResponse:
+        return await admin(service.overview)
+
+    @mcp.custom_route("/admin/entries", methods=["GET"])
+    async def entries(request: Request) -> JSONResponse:
+        q = request.query_params
+
+        def page() -> dict[str, Any]:
+            try:
+                offset, limit = int(q.get("offset", 0)), int(q.get("limit", 50))
+            except ValueError:
+                offset, limit = 0, 50
+            return service.entries(
+                max(0, offset), max(1, min(limit, 200)), q.get("type", ""),
+                q.get("status", ""), q.get("source", ""),
+            )  # fmt: skip
+
+        return await admin(page)
+
+    @mcp.custom_route("/admin/entry", methods=["GET"])
+    async def entry_context(request: Request) -> JSONResponse:
+        return await admin(lambda: service.entry_context(request.query_params.get("id", "")))
+
     @mcp.custom_route("/admin/gate", methods=["POST"])
     async def gate(request: Request) -> JSONResponse:
         return await admin(service.run_gate)

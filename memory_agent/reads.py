@@ -16,7 +16,6 @@ from memory_agent.episodes import EPISODES
 from memory_agent.errors import Invalid, NotFound, NotReady
 from memory_agent.kb import ENTRY_TYPES, read_entry
 from memory_agent.ranking import Ranked, _ts, rerank
-from memory_agent.scanner import kb_files
 from ragcore import DocumentError, Filter, Index, SearchConfig, search
 
 if TYPE_CHECKING:
@@ -263,17 +262,24 @@ def history(memory: Memory, entry_id: str) -> dict[str, Any]:
     limits.check_text("id", entry_id, limits.MAX_ID, required=True, one_line=True)
     if memory.find_path(entry_id) is None:
         raise NotFound(f"no entry with id {entry_id!r}")
-    files, _ = kb_files(memory.kb_dir)
-    entries = {p.stem: p for p in files}
+    paths: dict[str, Path | None] = {}
+
+    def path_of(eid: str) -> Path | None:  # a file per step, never a walk of the whole KB
+        if eid not in paths:
+            paths[eid] = memory.find_path(eid) if isinstance(eid, str) else None
+        return paths[eid]
 
     def load(eid: str):
-        path = entries.get(eid)
+        path = path_of(eid)
         return read_entry(path) if path is not None else None
 
     first = load(entry_id)
     seen = {entry_id}
     while first is not None and first.extra.get("supersedes"):
-        prev = next((p for p in first.extra["supersedes"] if p in entries and p not in seen), None)
+        prev = next(
+            (p for p in first.extra["supersedes"] if p not in seen and path_of(p) is not None),
+            None,
+        )
         if prev is None:
             break
         seen.add(prev)

@@ -187,6 +187,79 @@ class Service:
         with self.lock:
             return self.gate.run()
 
+    # -- what the browser reads (memory_agent.ui) ------------------------------------------
+    def overview(self) -> dict[str, Any]:
+        """Counts by type, status and source, and what the gate and gc would do."""
+        from collections import Counter
+
+        from memory_agent.gc import plan
+
+        self.touch()
+        with self.lock, self.memory.session():
+            by_type, by_status, by_source = Counter(), Counter(), Counter()
+            for info in self.memory.index.docs() if self.memory.index.exists() else ():
+                by_source[info.source] += 1
+                if info.source == "kb":
+                    by_type[info.type] += 1
+                    by_status[info.status] += 1
+            gc = plan(self.memory, self.memory.clock()) if self.memory.index.exists() else {}
+        return {
+            "types": dict(by_type),
+            "statuses": dict(by_status),
+            "sources": dict(by_source),
+            "dormant": len(gc.get("dormant", [])),
+            "archive_candidates": len(gc.get("archive", [])),
+            "proposals": len(self.gate.proposals()),
+        }
+
+    def entries(
+        self, offset: int, limit: int, entry_type: str, status: str, source: str
+    ) -> dict[str, Any]:
+        """A page of documents, newest first, with their usage stats."""
+        self.touch()
+        with self.lock, self.memory.session():
+            docs = [
+                info
+                for info in self.memory.index.docs()
+                if (not entry_type or info.type == entry_type)
+                and (not status or info.status == status)
+                and (not source or info.source == source)
+            ]
+        docs.sort(key=lambda d: (str(d.meta.get("created") or ""), d.id), reverse=True)
+        rows = []
+        for info in docs[offset : offset + limit]:
+            s = self.memory.stats.get(info.id)
+            rows.append(
+                {
+                    "id": info.id,
+                    "title": info.title,
+                    "type": info.type,
+                    "status": info.status,
+                    "source": info.source,
+                    "created": str(info.meta.get("created") or ""),
+                    "recall_count": s.recall_count if s else 0,
+                    "importance": s.importance if s else None,
+                }
+            )
+        return {"total": len(docs), "offset": offset, "entries": rows}
+
+    def entry_context(self, entry_id: str) -> dict[str, Any]:
+        """An entry's usage stats and its linked neighbours."""
+        self.touch()
+        with self.lock, self.memory.session():
+            graph = self.memory.link_graph() if self.memory.index.exists() else {}
+            neighbours = []
+            for other, kind in graph.get(entry_id, []):
+                info = self.memory.index.doc(other)
+                if info is not None:
+                    neighbours.append({"id": other, "title": info.title, "kind": kind})
+        s = self.memory.stats.get(entry_id)
+        return {
+            "id": entry_id,
+            "stats": s.as_json() if s else None,
+            "neighbours": neighbours,
+        }
+
     def proposals(self) -> dict[str, Any]:
         self.touch()
         with self.lock:

@@ -1,0 +1,141 @@
+"""HTML for the memory browser: Jinja2 templates (autoescaped), Markdown rendered with raw HTML
+escaped and unsafe links dropped, and charts drawn as inline SVG (no script, no style
+attribute: the page's Content-Security-Policy allows neither)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
+
+__all__ = ["Pages", "markdown"]
+
+TEMPLATES = Path(__file__).parent / "templates"
+SIGNALS = ("reinforcement", "importance", "recency", "dormancy", "links")
+_md = None
+_WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:[#|][^\[\]\n]*)?\]\]")
+
+
+def markdown(text: str) -> Markup:
+    """Untrusted Markdown as safe HTML: raw HTML is shown as text, `javascript:` and other
+    unsafe links are not links, images come only from this page's origin or data:."""
+    global _md
+    if _md is None:
+        from markdown_it import MarkdownIt
+
+        _md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+    linked = _WIKILINK.sub(
+        lambda m: f"[{m.group(1)}](/entry?{urllib.parse.urlencode({'id': m.group(1).strip()})})",
+        text or "",
+    )
+    return Markup(_md.render(linked))
+
+
+def bar(value: float, scale: float, *, width: int = 160, negative: bool = False) -> Markup:
+    """A horizontal bar as SVG (value relative to `scale`)."""
+    frac = 0.0 if scale <= 0 else max(0.0, min(1.0, abs(value) / scale))
+    cls = "neg" if negative or value < 0 else "pos"
+    w = round(frac * width, 1)
+    return Markup(
+        f'<svg class="bar" width="{width}" height="10" viewBox="0 0 {width} 10" role="img" '
+        f'aria-label="{escape(f"{value:+.4f}")}"><rect class="track" width="{width}" '
+        f'height="10"/><rect class="{cls}" width="{w}" height="10"/></svg>'
+    )
+
+
+def columns(points: list[tuple[str, int]], *, width: int = 600, height: int = 90) -> Markup:
+    """Recall activity per day as SVG columns."""
+    top = max([n for _, n in points] or [0]) or 1
+    step = width / max(len(points), 1)
+    rects = []
+    for i, (day, n) in enumerate(points):
+        h = round(n / top * (height - 14), 1)
+        rects.append(
+            f'<rect class="col" x="{round(i * step + 1, 1)}" y="{round(height - 12 - h, 1)}" '
+            f'width="{round(step - 2, 1)}" height="{h}"><title>{escape(day)}: {n}</title></rect>'
+        )
+    first, last = (points[0][0], points[-1][0]) if points else ("", "")
+    return Markup(
+        f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="recalls per day">{"".join(rects)}'
+        f'<text x="0" y="{height - 1}">{escape(first)}</text>'
+        f'<text x="{width}" y="{height - 1}" text-anchor="end">{escape(last)}</text></svg>'
+    )
+
+
+def when(value: Any) -> str:
+    if isinstance(value, (int, float)):
+        return dt.datetime.fromtimestamp(value, dt.UTC).strftime("%Y-%m-%d %H:%M")
+    return str(value or "")[:16].replace("T", " ")
+
+
+def entry_url(entry_id: str) -> str:
+    return "/entry?" + urllib.parse.urlencode({"id": entry_id})
+
+
+class Pages:
+    def __init__(self, csrf: str):
+        self.env = Environment(
+            loader=FileSystemLoader(str(TEMPLATES)),
+            autoescape=select_autoescape(["html"]),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.globals.update(csrf=csrf, bar=bar, columns=columns, markdown=markdown,
+                                when=when, entry_url=entry_url, SIGNALS=SIGNALS)  # fmt: skip
+        self.env.filters["urlencode_id"] = lambda v: urllib.parse.quote(str(v), safe="")
+
+    def _render(self, template: str, **context: Any) -> str:
+        return self.env.get_template(template).render(**context)
+
+    def overview(self, status, counts, writes, activity, health) -> str:
+        return self._render("overview.html", status=status, counts=counts, writes=writes,
+                            activity=activity, health=health, nav="overview")  # fmt: skip
+
+    def search(self, q, reply, types, error=None) -> str:
+        hits = (reply or {}).get("hits", [])
+        scale = max([h["score"] for h in hits] + [0.001])
+        signal_scale = max(
+            [abs(v) for h in hits for v in (h.get("why", {}).get("signals") or {}).values()]
+            + [0.05]
+        )
+        return self._render("search.html", q=q, reply=reply, hits=hits, types=types,
+                            scale=scale, signal_scale=signal_scale, error=error,
+                            sources=q.getlist("source") or ["kb", "docs"],
+                            chosen_types=q.getlist("type"), nav="search")  # fmt: skip
+
+    def entries(self, listing, filters, number, total_pages, types) -> str:
+        return self._render("entries.html", listing=listing, filters=filters, number=number,
+                            total_pages=total_pages, types=types, nav="entries")  # fmt: skip
+
+    def entry(self, got, context, history, commits, activity) -> str:
+        return self._render("entry.html", e=got, context=context, history=history,
+                            commits=commits, activity=activity, nav="entries")  # fmt: skip
+
+    def write_result(self, action, form, reply) -> str:
+        return self._render("write.html", action=action, form=form, reply=reply, nav="entries")
+
+    def sessions(self, total, rows, number, total_pages) -> str:
+        return self._render("sessions.html", total=total, rows=rows, number=number,
+                            total_pages=total_pages, nav="episodes")  # fmt: skip
+
+    def session(self, name, turns, state) -> str:
+        lessons = [
+            {"key": k, **v}
+            for k, v in (state.get("promoted") or {}).items()
+            if any(e.startswith(f"episodes/{name}/") for e in v.get("episodes", []))
+        ]
+        return self._render("session.html", name=name, turns=turns, lessons=lessons,
+                            nav="episodes")  # fmt: skip
+
+    def inbox(self, proposals, state) -> str:
+        return self._render("inbox.html", proposals=proposals,
+                            rejected=(state.get("rejected") or {}), nav="inbox")  # fmt: skip
+
+    def error(self, info) -> str:
+        return self._render("error.html", info=info, nav="")

@@ -1,0 +1,68 @@
+"""`memory-agent ui`: serve the memory browser on 127.0.0.1 and print its URL (with the token)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import socket
+import sys
+from pathlib import Path
+
+from memory_agent.errors import DaemonError
+
+__all__ = ["serve"]
+
+
+def _bind(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sock.close()
+        raise DaemonError(
+            f"cannot listen on 127.0.0.1:{port} ({exc.strerror})",
+            "choose another --port, or 0 for any free port",
+        ) from None
+    sock.listen(128)
+    return sock
+
+
+def serve(home: Path, port: int = 8780, *, as_json: bool = False) -> int:
+    import uvicorn
+
+    from memory_agent.client import DaemonClient
+    from memory_agent.home import Home
+    from memory_agent.ui.app import create_app
+
+    Home(home).require()
+    DaemonClient(home).ensure()  # the browser reads through the daemon
+    sock = _bind(port)
+    bound = sock.getsockname()[1]
+    token = secrets.token_urlsafe(24)
+    app = create_app(home, token=token, port_of=lambda: bound)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:  # exit 0 on SIGTERM and Ctrl-C
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True
+            else:
+                self.should_exit = True
+
+    server = Server(uvicorn.Config(app, log_config=None, access_log=False))
+    url = f"http://127.0.0.1:{bound}/?token={token}"
+    if as_json:
+        print(json.dumps({"url": url, "port": bound}), flush=True)
+    else:
+        print(f"memory-agent ui: open {url}", flush=True)
+        print("(the token in the URL is the key: keep it to yourself; Ctrl-C stops)", flush=True)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve(Path(sys.argv[1])))

@@ -1,7 +1,7 @@
 """Replay benchmark of memory that keeps itself, on LoCoMo's real conversations.
 
     .venv/bin/python benchmarks/capture.py [--bench ../shared/bench/locomo] [--max-queries N]
-        [--work DIR] [--json]
+        [--work DIR [--reuse]] [--json]
 
 1. A fresh home (MiniLM, no demo entries). Every turn of every session of every dev
    conversation goes, in order, through the real `memory-agent hook` command as an agent
@@ -12,6 +12,9 @@
    back to LoCoMo turns and checked against the question's evidence (qrels).
 3. The same question through `memory_search` (include_episodes, limit 8): the recall@8 of
    searching the raw turns directly - the ceiling.
+
+With --work DIR the home and the replay's record stay in DIR; --reuse then asks the questions
+again without replaying (to compare recall settings on the same captured turns).
 
 Prints: evidence recall of the injection and of direct search, injected characters per
 prompt, p50/p95 latency of the capture hook (stop) and of the injecting hook (prompt), each
@@ -34,7 +37,7 @@ from pathlib import Path
 
 from memory_agent import config
 from memory_agent.client import DaemonClient
-from memory_agent.mcp_config import proxy_command
+from memory_agent.mcp_config import hook_command
 from memory_agent.memory import Memory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,10 +80,15 @@ def turns(bench: Path) -> list[dict]:
     return sorted(out, key=lambda t: (t["conv"], t["session"], t["turn"]))
 
 
-def run_hook(cmd: list[str], event: str, payload: dict, env: dict) -> tuple[float, str]:
+def run_hook(home: Path, event: str, payload: dict, env: dict) -> tuple[float, str]:
+    """One hook process, the command `memory-agent init` prints for Claude Code."""
     t = time.perf_counter()
     proc = subprocess.run(
-        [*cmd, "hook", event], input=json.dumps(payload), capture_output=True, text=True, env=env
+        hook_command(home, event),
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=env,
     )
     took = (time.perf_counter() - t) * 1000
     if proc.returncode != 0:
@@ -101,6 +109,11 @@ def main() -> None:
     parser.add_argument("--max-queries", type=int, default=None)
     parser.add_argument("--max-turns", type=int, default=None, help="a quick smoke run")
     parser.add_argument("--work", type=Path, default=None, help="keep the home here")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="skip the replay: ask the questions of the home a previous run left in --work",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if not (args.bench / "corpus.jsonl").is_file():
@@ -114,9 +127,13 @@ def main() -> None:
                MEMORY_AGENT_GATE="off",  # the replay measures capture and recall
                MEMORY_AGENT_JOURNAL_RETENTION_DAYS="36500")  # 2023 turns stay searchable  # fmt: skip
     os.environ.update(env)  # the daemon the client starts gets the same settings
-    Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
-    cmd = proxy_command(home)[:-3]  # the memory-agent command `init` prints (home: env)
+    saved = work / "replay.json"
+    if args.reuse and not saved.is_file():
+        raise SystemExit(f"--reuse: no earlier replay in {work} (run once with --work {work})")
+    if not args.reuse:
+        Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
     client = DaemonClient(home, timeout=600)
+    client.stop(wait=True)  # a daemon with this checkout's code and these settings
     client.ensure()
     client.admin("sync")
     # 1. replay every turn
@@ -124,22 +141,31 @@ def main() -> None:
     capture_ms, inject_ms, count = [], [], {}
     all_turns = turns(args.bench)[: args.max_turns]
     started = time.perf_counter()
-    for i, t in enumerate(all_turns):
+    if args.reuse:
+        state = json.loads(saved.read_text())
+        episode_of, capture_ms, inject_ms = state["episodes"], state["capture"], state["inject"]
+        count, all_turns = state["sessions"], all_turns[: state["turns"]]
+    for i, t in enumerate([] if args.reuse else all_turns):
         session = f"{t['conv']}-s{t['session']}"
         count[session] = count.get(session, 0) + 1
         episode_of[f"episodes/{session}/{count[session]}"] = t["id"]
         turn_env = dict(env, MEMORY_AGENT_CLOCK=dt.datetime.fromtimestamp(
             t["when"] + count[session], dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))  # fmt: skip
         prompt = f"[{t['date']}] {t['text']}"
-        took, _ = run_hook(cmd, "prompt", {"session_id": session, "prompt": prompt,
+        took, _ = run_hook(home, "prompt", {"session_id": session, "prompt": prompt,
                                            "hook_event_name": "UserPromptSubmit"}, turn_env)  # fmt: skip
         inject_ms.append(took)
-        took, _ = run_hook(cmd, "stop", {"session_id": session, "hook_event_name": "Stop"},
+        took, _ = run_hook(home, "stop", {"session_id": session, "hook_event_name": "Stop"},
                            turn_env)  # fmt: skip
         capture_ms.append(took)
         if (i + 1) % 250 == 0:
             print(f"replayed {i + 1}/{len(all_turns)} turns", file=sys.stderr, flush=True)
-    replay_s = time.perf_counter() - started
+    replay_s = state["replay_s"] if args.reuse else time.perf_counter() - started
+    if not args.reuse:
+        saved.write_text(json.dumps({
+            "episodes": episode_of, "capture": capture_ms, "inject": inject_ms,
+            "sessions": count, "turns": len(all_turns), "replay_s": replay_s,
+        }))  # fmt: skip
     client.admin("sync")
     # 2. questions through the prompt hook, 3. the same through memory_search
     qrels: dict[str, set[str]] = {}
@@ -154,7 +180,7 @@ def main() -> None:
     q_env = dict(env, MEMORY_AGENT_CAPTURE="off")
     rec_inject, rec_search, chars, question_ms = [], [], [], []
     for q in queries:
-        took, out = run_hook(cmd, "prompt", {"session_id": f"question-{q['qid']}",
+        took, out = run_hook(home, "prompt", {"session_id": f"question-{q['qid']}",
                                              "prompt": q["query"],
                                              "hook_event_name": "UserPromptSubmit"}, q_env)  # fmt: skip
         question_ms.append(took)

@@ -21,12 +21,9 @@ Standard library only: the hook command writes here without the daemon.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
 import os
 import re
-import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +42,8 @@ def session_name(session_id: str) -> str:
     """A file-name-safe name for an agent's session id (UUIDs pass through unchanged)."""
     if _SAFE.match(session_id or ""):
         return session_id
+    import hashlib  # here: the capture hook's start-up pays only for what it uses
+
     return "s-" + hashlib.sha256((session_id or "").encode("utf-8")).hexdigest()[:24]
 
 
@@ -105,6 +104,8 @@ def sessions(folder: Path) -> dict[str, list[Path]]:
 
 def read_session(paths: list[Path]) -> Iterator[dict[str, Any]]:
     """The records of a session's files, in order; a torn or corrupt line is skipped."""
+    import gzip
+
     for path in paths:
         opener = gzip.open if path.name.endswith(".gz") else open
         try:
@@ -144,6 +145,9 @@ def compact(folder: Path, *, idle_s: float = 86400.0, now: float | None = None) 
 
 
 def _finish_asides(folder: Path, done: list[str]) -> None:
+    import gzip
+    import secrets
+
     for aside in sorted(folder.glob("*.jsonl.compacting")):
         st = aside.stat()
         plain = aside.name[: -len(".compacting")]

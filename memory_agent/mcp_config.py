@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-__all__ = ["OPENCODE_PLUGIN", "client_configs", "hook_configs", "proxy_command"]
+__all__ = ["OPENCODE_PLUGIN", "client_configs", "hook_command", "hook_configs", "proxy_command"]
 
 OPENCODE_PLUGIN = Path(__file__).parent / "integrations" / "opencode" / "memory-agent.ts"
 
@@ -39,12 +39,18 @@ def client_configs(home: Path) -> dict[str, str]:
     }
 
 
+def hook_command(home: Path, event: str, client: str = "claude-code") -> list[str]:
+    """The absolute command of one hook: this Python without `site` (memory_agent.hookrun:
+    it starts ~18 ms sooner than the `memory-agent hook` console script, which does the same)."""
+    launcher = Path(__file__).with_name("hookrun.py")
+    return [sys.executable, "-S", str(launcher), event, "--home", str(home), "--client", client]
+
+
 def hook_configs(home: Path) -> dict[str, str]:
     """Hook settings: capture every turn and inject recall before each prompt."""
-    base = proxy_command(home)[:-3]  # the memory-agent command without "proxy --home H"
 
     def command(event: str, client: str) -> str:
-        return shlex.join([*base, "hook", event, "--home", str(home), "--client", client])
+        return shlex.join(hook_command(home, event, client))
 
     def hooks(client: str, capture_async: bool) -> dict:
         def entry(event: str, matcher: str | None = None, timeout: int = 5, is_async=False):
@@ -76,7 +82,7 @@ def hook_configs(home: Path) -> dict[str, str]:
         ),
         "opencode plugin": (
             f"cp {OPENCODE_PLUGIN} ~/.config/opencode/plugins/\n"
-            f"# it runs: MEMORY_AGENT_BIN={shlex.quote(base[0])} "
+            f"# it runs: MEMORY_AGENT_BIN={shlex.quote(proxy_command(home)[0])} "
             f"MEMORY_AGENT_HOME={shlex.quote(str(home))} (set them in its environment)"
         ),
     }

@@ -17,6 +17,7 @@ import pytest
 from memory_agent import config
 from memory_agent.client import DaemonClient
 from memory_agent.journal import append, compact, read_session, sessions
+from memory_agent.mcp_config import hook_command
 from memory_agent.memory import Memory
 from tests.memory_agent.helpers import git
 from tests.memory_agent.mcp_helpers import daemon_pids, env_for
@@ -25,8 +26,9 @@ SECRET = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
 
 
 def hook(home, cache, event, payload, **env):
+    """The hook exactly as `memory-agent init` prints it (python -S memory_agent/hookrun.py)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "memory_agent", "hook", event, "--home", str(home)],
+        hook_command(home, event),
         input=json.dumps(payload),
         capture_output=True,
         text=True,
@@ -140,6 +142,13 @@ def test_a_hook_never_breaks_the_agent(tmp_path, shared_cache):
         hook(nowhere, shared_cache, "prompt", base("s", "UserPromptSubmit", prompt="hi there"))
         == ""
     )
+    # the console script's `memory-agent hook` is the same command
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory_agent", "hook", "prompt", "--home", str(nowhere)],
+        input=json.dumps(base("s", "UserPromptSubmit", prompt="hi there")),
+        capture_output=True, text=True, env=env_for(nowhere, shared_cache), timeout=60,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (0, "")
     home = tmp_path / "home"
     Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
     (home / "run" / "daemon.sock").mkdir()  # a daemon cannot start here

@@ -4,7 +4,6 @@ and a demo home, a supersede through preview and confirm, and the security promi
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,12 +16,12 @@ import pytest
 from memory_agent import config
 from memory_agent.client import DaemonClient
 from memory_agent.memory import Memory
+from tests.browser import launch, needs_chromium
 from tests.memory_agent.helpers import git
 from tests.memory_agent.mcp_helpers import daemon_pids, env_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EVIL = """---
 id: evil-entry
 title: An entry with hostile text
@@ -170,26 +169,12 @@ def test_writes_preview_first_and_read_only_entries_stay_read_only(ui, home):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="no chromium on this machine: apt-get install chromium (.ci/run installs it)",
-)
+@needs_chromium
 def test_every_page_in_a_browser_a_supersede_and_a_hostile_entry(ui, home):
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],  # fmt: skip
-        )
+        browser = launch(pw)
         page = browser.new_page(viewport={"width": 1200, "height": 900})
         dialogs, errors = [], []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))

@@ -248,3 +248,36 @@ def test_legal_web_refuses_foreign_hosts_and_cross_origin_writes(engine):
     assert cross.status_code == 403
     plain = client.post("/api/ask", content=json.dumps(ask), headers={"Content-Type": "text/plain"})
     assert plain.status_code == 415
+
+
+def test_a_client_that_loses_the_start_race_waits_for_the_winner(home, shared_cache, monkeypatch):
+    """Regression: a hook starts the daemon, which holds the home but does not answer yet;
+    a client's own spawn then exits at once ("already running") - the client must wait for
+    the daemon that won, not fail with "could not start"."""
+    monkeypatch.setenv("MEMORY_AGENT_EMBEDDER", "minilm")
+    monkeypatch.setenv("PYTHONPATH", str(os.getcwd()))
+    run = home / "run"
+    run.mkdir(exist_ok=True)
+    winner = open(run / "daemon.lock", "a+")  # the winner: holds the lock, not answering yet
+    fcntl.flock(winner, fcntl.LOCK_EX)
+    (run / "daemon.pid").write_text(str(os.getpid()))
+    outcome: dict = {}
+
+    def ensure():
+        try:
+            outcome["health"] = DaemonClient(home).ensure()
+        except Exception as exc:  # noqa: BLE001
+            outcome["error"] = exc
+
+    waiting = threading.Thread(target=ensure)
+    waiting.start()
+    time.sleep(3)  # the client's spawn has long exited with "already running"
+    assert "error" not in outcome, outcome.get("error")
+    # the winner gets going: the lock passes to a real daemon, which answers
+    (run / "daemon.pid").unlink()
+    fcntl.flock(winner, fcntl.LOCK_UN)
+    winner.close()
+    DaemonClient(home).spawn()
+    waiting.join(timeout=120)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["health"]["version"]

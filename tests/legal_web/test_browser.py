@@ -1,37 +1,21 @@
 """The page in a real headless Chromium (Debian's), driven by Playwright."""
 
-import shutil
-
 import pytest
 
+from tests.browser import launch, needs_chromium
 from tests.legal_web.server_helpers import ROOT, WebProcess
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = ROOT / "test-artifacts"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="no chromium on this machine: apt-get install chromium (.ci/run installs it)",
-)
+@needs_chromium
 def test_ask_a_question_in_the_browser_and_see_cited_passages(tmp_path, shared_cache):
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     web = WebProcess(tmp_path / "home", shared_cache)
     try:
         with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM,
-                args=[
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-quic",
-                    "--no-first-run",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                ],
-            )
+            browser = launch(pw)
             page = browser.new_page(viewport={"width": 1000, "height": 900})
             page.goto(web.url + "/")
             page.wait_for_selector("#kb option", state="attached")

@@ -20,10 +20,16 @@ def _progress(stage: str, done: int, total: int) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from ragcore import evaluate, make_embedder
+    from memory_agent.errors import Invalid
+    from ragcore import evaluate, make_embedder, metrics_by
 
     cfg = config_mod.load({"home": args.home, "embedder": args.embedder, "cache": args.cache})
     bench = Path(args.bench_dir)
+    if args.by and not _queries_have(bench / "queries.jsonl", args.by):
+        raise Invalid(  # before the index is built, not after
+            f"--by {args.by}: no query in {bench / 'queries.jsonl'} has that field",
+            "name a field the queries carry (LoCoMo: category), or drop --by",
+        )
     embedder = make_embedder(
         cfg.embedder,
         model_path=cfg.model_path or None,
@@ -43,6 +49,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
             for qid, ranked in report.run.items():
                 fh.write(json.dumps({"qid": qid, "ranked": ranked}) + "\n")
     out = report.as_json()
+    groups = metrics_by(bench, report.run, args.by) if args.by else {}
+    if groups:
+        out["by"] = {
+            args.by: {
+                value: {"queries": n, **{k: round(v, 4) for k, v in m.items()}}
+                for value, (n, m) in groups.items()
+            }
+        }
     if args.json:
         print(json.dumps(out))
     else:
@@ -57,7 +71,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"index {out['index_s']:.1f} s ({out['texts_embedded']} texts embedded, "
             "the rest from the cache)"
         )
+        if groups:
+            print(f"\n| {args.by} | n | nDCG@10 | R@10 | MRR@10 |\n|---|---|---|---|---|")
+            for value, (n, m) in groups.items():
+                print(
+                    f"| {value} | {n} | {m['ndcg@10']:.4f} | {m['recall@10']:.4f} "
+                    f"| {m['mrr@10']:.4f} |"
+                )
     return 0
+
+
+def _queries_have(path: Path, field: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return any(line.strip() and field in json.loads(line) for line in fh)
+    except (OSError, ValueError):
+        return True  # evaluate() names the real problem with the file
 
 
 def product_searcher(cfg: config_mod.Config):
@@ -94,6 +123,25 @@ def _client(args: argparse.Namespace):
 
 def _tool(args: argparse.Namespace, name: str, **arguments) -> dict:
     return _client(args).call_tool(name, {k: v for k, v in arguments.items() if v is not None})
+
+
+def _links(args: argparse.Namespace) -> dict[str, list[str]] | None:
+    """--link KIND:ID (repeatable) as the tools' `links` argument."""
+    from memory_agent.errors import Invalid
+    from memory_agent.kb import LINK_KINDS
+
+    if not getattr(args, "link", None):
+        return None
+    links: dict[str, list[str]] = {}
+    for item in args.link:
+        kind, sep, target = item.partition(":")
+        if not sep or not target:
+            raise Invalid(
+                f"--link {item!r}: expected KIND:ID",
+                f"e.g. --link derived_from:old-entry-id (kinds: {', '.join(LINK_KINDS)})",
+            )
+        links.setdefault(kind.strip(), []).append(target.strip())
+    return links
 
 
 def _body(args: argparse.Namespace) -> str:
@@ -191,6 +239,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         tags=args.tag or [],
         request_id=args.request_id,
         force=args.force or None,
+        links=_links(args),
     )
     return _emit(args, reply, _print_write)
 
@@ -207,6 +256,7 @@ def cmd_supersede(args: argparse.Namespace) -> int:
         confirm=args.confirm,
         request_id=args.request_id,
         force=args.force or None,
+        links=_links(args),
     )
     return _emit(args, reply, _print_write)
 
@@ -542,6 +592,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write even past a near-duplicate (named in the commit message)",
     )
+    p.add_argument(
+        "--link",
+        action="append",
+        metavar="KIND:ID",
+        help="a typed link to an existing entry (references, derived_from, contained_in, "
+        "contradicts), e.g. derived_from:old-entry-id; repeatable",
+    )
 
     p = command("get", cmd_get, "show one entry, read from disk")
     p.add_argument("id", help="the entry's id, as search shows it")
@@ -578,6 +635,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
     p.add_argument("--request-id", help="retrying with the same id returns the first reply")
     p.add_argument("--force", action="store_true", help="write even past a near-duplicate")
+    p.add_argument(
+        "--link",
+        action="append",
+        metavar="KIND:ID",
+        help="the new entry's typed links (default: the old entry's), e.g. references:other-id",
+    )
 
     p = command("archive", cmd_archive, "retire an entry with a reason (preview first)")
     p.add_argument("id", help="the id of the entry to retire")
@@ -714,6 +777,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", help="embedding cache directory (default: $MEMORY_AGENT_CACHE)")
     p.add_argument("--run-out", metavar="FILE", help="write the ranking of every query as JSONL")
     p.add_argument("--max-queries", type=int, help="score only the first N queries")
+    p.add_argument(
+        "--by",
+        metavar="FIELD",
+        help="also print the metrics per value of this field of queries.jsonl "
+        "(LoCoMo: --by category)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser
 

@@ -31,8 +31,10 @@ from memory_agent.gitrepo import KBRepo
 from memory_agent.intents import Intent, RedoLog, RequestLog, fingerprint
 from memory_agent.kb import (
     ENTRY_TYPES,
+    LINK_KINDS,
     Entry,
     ValidationError,
+    check_links,
     content_key,
     entry_path,
     make_id,
@@ -233,6 +235,27 @@ class Gateway:
             )
         return cleaned
 
+    def _clean_links(self, links: Any) -> dict[str, list[str]] | None:
+        """Typed links as the frontmatter will hold them; refused (`invalid`, nothing written)
+        when malformed or when a target is not an entry of the knowledge base."""
+        if links in (None, {}):
+            return None
+        problems = check_links(links)
+        if problems:
+            raise Invalid(
+                "invalid links, nothing written: " + "; ".join(problems),
+                f"pass links as {{kind: [entry-id, ...]}} with kinds {', '.join(LINK_KINDS)}",
+            )
+        missing = sorted(
+            {t for targets in links.values() for t in targets if self.memory.find_path(t) is None}
+        )
+        if missing:
+            raise Invalid(
+                f"links: no entry with id {', '.join(missing)} in the knowledge base",
+                "link only to existing entries (memory_search or memory_get finds their ids)",
+            )
+        return {kind: list(dict.fromkeys(targets)) for kind, targets in links.items()}
+
     def _new_entry(
         self, title: Any, body: Any, entry_type: Any, tags: list[str], **extra: Any
     ) -> Entry:
@@ -278,16 +301,22 @@ class Gateway:
         force: bool = False,
         source: str | None = None,
         episodes: list[str] | None = None,
+        links: Any = None,
     ) -> dict[str, Any]:
         """`source` and `episodes` are set by the ingest gate (`source: auto`, the episodes a
-        lesson came from); the tools do not expose them."""
+        lesson came from); the tools do not expose them. `links`: typed links to other
+        entries ({kind: [id, ...]}, kinds in `kb.LINK_KINDS`)."""
         with self.memory.session():
             tags = self._clean_tags(tags)
             args = {"title": title, "body": body, "type": type, "tags": tags, "force": force}
+            if links:
+                args["links"] = links
             replay, request = self._begin(request_id, "memory_add", args)
             if replay is not None:
                 return replay
             extra = {k: v for k, v in (("source", source), ("episodes", episodes)) if v}
+            if links:
+                extra["links"] = self._clean_links(links)
             entry = self._new_entry(title, body, type, tags, **extra)
             duplicate = self._duplicate(entry.title, entry.body, exclude=set())
             message = f"memory: add {entry.id}"
@@ -321,11 +350,15 @@ class Gateway:
         confirm: bool = False,
         request_id: str | None = None,
         force: bool = False,
+        links: Any = None,
     ) -> dict[str, Any]:
+        """`links` replaces the old entry's typed links; None keeps them."""
         with self.memory.session():
             new_tags = self._clean_tags(tags) if tags is not None else None
             args = {"old_id": old_id, "title": title, "body": body, "type": type,
                     "tags": new_tags, "force": force}  # fmt: skip
+            if links is not None:
+                args["links"] = links
             if confirm:
                 replay, request = self._begin(request_id, "memory_supersede", args)
                 if replay is not None:
@@ -357,7 +390,14 @@ class Gateway:
                     f"nothing changed: the new title, body, type and tags are those of {old_id}",
                     "change what is wrong in the title or body, or leave the entry as it is",
                 )
-            new = self._new_entry(title, body, new_type, new_tags, supersedes=[old.id])
+            new_links = self._clean_links(links) if links is not None else old.extra.get("links")
+            if new_links:
+                new_links = {k: [t for t in v if t != old.id] for k, v in new_links.items()}
+                new_links = {k: v for k, v in new_links.items() if v} or None
+            new = self._new_entry(
+                title, body, new_type, new_tags, supersedes=[old.id],
+                **({"links": new_links} if new_links else {}),
+            )  # fmt: skip
             old.status = "superseded"
             old.extra.update(superseded_by=new.id, superseded_at=new.created)
             new_path = entry_path(self.memory.kb_dir, new.type, new.id)

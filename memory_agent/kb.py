@@ -34,10 +34,12 @@ from ragcore import Document, normalize_text
 
 __all__ = [
     "ENTRY_TYPES",
+    "LINK_KINDS",
     "STATUSES",
     "Entry",
     "ValidationError",
     "check_id",
+    "check_links",
     "content_key",
     "entry_path",
     "make_id",
@@ -52,8 +54,11 @@ ENTRY_TYPES = ("principle", "correction", "decision", "guideline", "pitfall", "p
 STATUSES = ("active", "superseded", "archived")
 REQUIRED = ("id", "title", "type", "status", "created")
 LIFECYCLE = ("supersedes", "superseded_by", "superseded_at", "archived_at", "archive_reason")
-OPTIONAL = ("tags", "source", "updated", "episodes")
-KEY_ORDER = REQUIRED + ("tags",) + LIFECYCLE + ("source", "episodes", "updated")
+OPTIONAL = ("tags", "links", "source", "updated", "episodes")
+KEY_ORDER = REQUIRED + ("tags", "links") + LIFECYCLE + ("source", "episodes", "updated")
+# Typed links an author writes in the frontmatter (`links: {derived_from: [id], ...}`), besides
+# the [[wikilinks]] of the body; their weights in the ranking are in memory_agent.policy.
+LINK_KINDS = ("references", "derived_from", "contained_in", "contradicts")
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,78}[a-z0-9]$")
 TAG_RE = re.compile(r"^[\w][\w.+-]{0,39}$")
 
@@ -214,6 +219,7 @@ def validate(meta: dict[str, Any], body: str) -> list[str]:
             problems.append("supersedes: must be a list of entry ids, like [old-entry-id]")
         else:
             problems += [p for p in (check_id(s, "supersedes") for s in supersedes) if p]
+    problems += check_links(meta.get("links"), meta.get("id"))
     episodes = meta.get("episodes")
     if episodes is not None and (
         not isinstance(episodes, list)
@@ -243,6 +249,29 @@ def validate(meta: dict[str, Any], body: str) -> list[str]:
         problems.append(f"body: {len(body)} characters is over the {MAX_BODY} limit; split it")
     elif "\x00" in body:
         problems.append("body: contains NUL bytes; only text can be stored")
+    return problems
+
+
+def check_links(links: Any, own_id: Any = None) -> list[str]:
+    """Problems with a `links` field: a mapping from a link kind to a list of entry ids."""
+    if links is None:
+        return []
+    example = "links: {derived_from: [other-entry-id], contradicts: [another-id]}"
+    if not isinstance(links, dict) or not links:
+        return [f"links: must map a kind to a list of entry ids, like {example}"]
+    problems = []
+    for kind, targets in links.items():
+        if kind not in LINK_KINDS:
+            problems.append(
+                f"links: {kind!r} is not a link kind; use one of {', '.join(LINK_KINDS)}"
+            )
+            continue
+        if not isinstance(targets, list) or not targets:
+            problems.append(f"links.{kind}: must be a list of entry ids, like [other-entry-id]")
+            continue
+        problems += [p for p in (check_id(t, f"links.{kind}") for t in targets) if p]
+        if own_id is not None and own_id in targets:
+            problems.append(f"links.{kind}: an entry cannot link to itself ({own_id})")
     return problems
 
 
@@ -291,7 +320,9 @@ def parse_entry(text: str, source: str = "<text>") -> Entry:
     problems = validate(meta, body)
     if problems:
         raise ValidationError(problems)
-    extra = {k: meta[k] for k in LIFECYCLE + ("source", "episodes", "updated") if k in meta}
+    extra = {
+        k: meta[k] for k in LIFECYCLE + ("links", "source", "episodes", "updated") if k in meta
+    }
     return Entry(
         id=meta["id"],
         title=str(meta["title"]),

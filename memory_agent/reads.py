@@ -7,16 +7,25 @@ returns, with its hits, the channel that ranked each one best (for the usage log
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory_agent import limits
+from memory_agent import limits, policy
 from memory_agent.episodes import EPISODES
 from memory_agent.errors import Invalid, NotFound, NotReady
 from memory_agent.kb import ENTRY_TYPES, read_entry
-from memory_agent.ranking import Ranked, _ts, rerank
-from ragcore import DocumentError, Filter, Index, SearchConfig, search
+from memory_agent.ranking import Edge, Ranked, _ts, rerank
+from ragcore import (
+    DocumentError,
+    Filter,
+    Index,
+    SearchConfig,
+    extract_entities,
+    search,
+    wikilinks,
+)
 
 if TYPE_CHECKING:
     from memory_agent.memory import Memory
@@ -103,26 +112,68 @@ def standing_at(index: Index, cutoff: float) -> tuple[str, ...]:
 
 
 def link_graph(index: Index) -> dict[str, list[tuple[str, str]]]:
-    """[[wikilinks]] between documents (a link to a superseded entry leads on to its
-    successor, as a `supersedes` edge), both directions."""
+    """Authored links between documents, both directions: the body's [[wikilinks]] and the
+    frontmatter's typed `links:` (references, derived_from, contained_in, contradicts). A link
+    to a superseded entry leads on to its successor, as a `supersedes` edge."""
     successor: dict[str, str] = {}
-    links: dict[str, list[str]] = {}
+    links: dict[str, list[tuple[str, str]]] = {}
     for info in index.docs():
-        links[info.id] = list(info.links)
+        out = [(target, "wikilink") for target in info.links]
+        typed = info.meta.get("links")
+        if isinstance(typed, dict):
+            for kind, targets in typed.items():
+                if isinstance(targets, list):
+                    out += [(str(t), str(kind)) for t in targets]
+        links[info.id] = out
         if info.meta.get("superseded_by"):
             successor[info.id] = str(info.meta["superseded_by"])
     graph: dict[str, list[tuple[str, str]]] = {}
     for doc, targets in links.items():
-        for target in targets:
-            kind = "wikilink"
+        for target, kind in targets:
             seen = {target}
             while target in successor and successor[target] not in seen:
-                target, kind = successor[target], "supersedes"
+                target = successor[target]
+                kind = kind if kind == "contradicts" else "supersedes"
                 seen.add(target)
-            if target in links:
+            if target in links and target != doc:
                 graph.setdefault(doc, []).append((target, kind))
                 graph.setdefault(target, []).append((doc, kind))
     return graph
+
+
+def neighbours_of(index: Index, graph: dict[str, list[tuple[str, str]]]):
+    """A document's edges for the expansion: its authored links (`graph`), then the documents
+    that name one of its rare entities (at most policy.ENTITY_NEIGHBOURS, rarest first, with
+    a factor in 0..1 for how rare). Memoised for one search."""
+    n_docs = max(len(index), 3)
+    memo: dict[str, list[Edge]] = {}
+
+    def neighbours(doc_id: str) -> list[Edge]:
+        if doc_id in memo:
+            return memo[doc_id]
+        out: list[Edge] = [(other, kind, 1.0, "") for other, kind in graph.get(doc_id, [])]
+        info = index.doc(doc_id)
+        if info is not None and policy.EDGE_WEIGHTS.get("entity", 0.0) > 0.0:
+            rare = sorted(
+                (df, entity)
+                for entity in info.entities
+                if 2 <= (df := index.entity_count(entity)) <= policy.ENTITY_MAX_DOCS
+            )
+            seen: set[str] = set()
+            for df, entity in rare:
+                factor = math.log(n_docs / df) / math.log(n_docs)
+                for other in sorted(index.entity_docs(entity)):
+                    if other != doc_id and other not in seen:
+                        seen.add(other)
+                        out.append((other, "entity", factor, entity))
+                        if len(seen) >= policy.ENTITY_NEIGHBOURS:
+                            break
+                if len(seen) >= policy.ENTITY_NEIGHBOURS:
+                    break
+        memo[doc_id] = out
+        return out
+
+    return neighbours
 
 
 def rank(
@@ -157,6 +208,12 @@ def rank(
         for h in result.hits
         if h.channels
     }
+    if policy.QUERY_ENTITY_SCALE > 0.0:  # hits naming what the query names
+        named = set(extract_entities(query))
+        for c in candidates if named else ():
+            info = index.doc(c.doc_id)
+            if info is not None and named.intersection(info.entities):
+                c.signals["entities"] = policy.QUERY_ENTITY_SCALE * c.relevance
 
     def lookup(doc_id: str):
         info = index.doc(doc_id)
@@ -166,7 +223,12 @@ def rank(
         return info.payload(), text if len(text) <= 240 else text[:239] + "…"
 
     ranked = rerank(
-        candidates, stats=stats, now=now, neighbours=graph, lookup=lookup, allowed=flt.matches
+        candidates,
+        stats=stats,
+        now=now,
+        neighbours=neighbours_of(index, graph),
+        lookup=lookup,
+        allowed=flt.matches,
     )[:limit]
     hits = []
     for r in ranked:
@@ -191,6 +253,10 @@ def rank(
                 "recall_count": s.recall_count if s else 0,
                 "importance": s.importance if s else None,
             }
+            if r.via:
+                hit["why"]["via"] = r.via  # how the links signal reached it
+            if graph.get(r.doc_id):
+                hit["why"]["edges"] = [{"kind": k, "id": o} for o, k in graph[r.doc_id]]
         hits.append(hit)
     out: dict[str, Any] = {"hits": hits, "generation": result.generation}
     if result.degraded:
@@ -354,6 +420,10 @@ def get(memory: Memory, entry_id: str) -> dict[str, Any]:
             "supersedes": entry.extra.get("supersedes", []),
             "superseded_by": entry.extra.get("superseded_by"),
             "created": entry.created,
+            "links": {
+                **{k: list(v) for k, v in (entry.extra.get("links") or {}).items()},
+                **({"wikilink": wikilinks(entry.body)} if wikilinks(entry.body) else {}),
+            },
             **{
                 k: entry.extra[k]
                 for k in ("superseded_at", "archived_at", "archive_reason")

@@ -83,6 +83,15 @@ class EntryReply(TypedDict):
     supersedes: Annotated[list[str], Field(description="Ids this entry replaced.")]
     superseded_by: Annotated[str | None, Field(description="The entry that replaced this one.")]
     created: str | None
+    links: NotRequired[
+        Annotated[
+            dict[str, list[str]],
+            Field(
+                description="Authored links by kind: the frontmatter's references, "
+                "derived_from, contained_in, contradicts, and the body's [[wikilink]]s."
+            ),
+        ]
+    ]
     superseded_at: NotRequired[str]
     archived_at: NotRequired[str]
     archive_reason: NotRequired[str]

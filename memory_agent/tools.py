@@ -93,6 +93,18 @@ ConfirmArg = Annotated[
     bool,
     Field(description="false (default): only preview the files, write nothing. true: write."),
 ]
+LinksArg = Annotated[
+    dict[
+        Literal["references", "derived_from", "contained_in", "contradicts"],
+        Annotated[list[Annotated[str, Field(max_length=80)]], Field(min_length=1, max_length=20)],
+    ]
+    | None,
+    Field(
+        description="Typed links to existing entries, e.g. {'derived_from': ['old-id'], "
+        "'contradicts': ['other-id']}. Searches follow them to related entries (contradicts is "
+        "shown, never boosts)."
+    ),
+]
 ForceArg = Annotated[
     bool,
     Field(
@@ -284,6 +296,7 @@ def build_server(service: Service) -> MCPServer:
         tags: TagsArg = None,
         request_id: RequestIdArg = None,
         force: ForceArg = False,
+        links: LinksArg = None,
     ) -> schemas.AddReply:
         """Remember something new that a future session will need.
 
@@ -297,8 +310,9 @@ def build_server(service: Service) -> MCPServer:
         read it with memory_get and supersede it if yours is better.
         """
         return service.add(
-            title=title, body=body, type=type, tags=tags or [], request_id=request_id, force=force
-        )
+            title=title, body=body, type=type, tags=tags or [], request_id=request_id,
+            force=force, links=links,
+        )  # fmt: skip
 
     @tool(
         "Replace an outdated entry",
@@ -323,6 +337,7 @@ def build_server(service: Service) -> MCPServer:
         confirm: ConfirmArg = False,
         request_id: RequestIdArg = None,
         force: ForceArg = False,
+        links: Annotated[LinksArg, Field(description="Default: the old entry's links.")] = None,
     ) -> schemas.SupersedeReply:
         """Replace an entry that is outdated or wrong with a new one; the old one is kept,
         marked superseded, and leaves search.
@@ -341,6 +356,7 @@ def build_server(service: Service) -> MCPServer:
             confirm=confirm,
             request_id=request_id,
             force=force,
+            links=links,
         )
 
     @tool(

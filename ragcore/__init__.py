@@ -27,6 +27,7 @@ from ragcore.embedding import (
     MiniLMEmbedder,
     make_embedder,
 )
+from ragcore.entities import extract_entities
 from ragcore.errors import (
     DocumentError,
     EmbedderError,
@@ -34,7 +35,7 @@ from ragcore.errors import (
     IndexInconsistent,
     RagcoreError,
 )
-from ragcore.evaluate import EvalReport, evaluate, metrics
+from ragcore.evaluate import EvalReport, evaluate, metrics, metrics_by
 from ragcore.fusion import FusionConfig
 from ragcore.index import BuildReport, Consistency, DocInfo, Index, Prepared, RefreshReport
 from ragcore.lexical import BM25Index, Tokenizer
@@ -73,9 +74,11 @@ __all__ = [
     "Tokenizer",
     "chunk_document",
     "evaluate",
+    "extract_entities",
     "load_markdown",
     "make_embedder",
     "metrics",
+    "metrics_by",
     "normalize_text",
     "scan_markdown",
     "search",

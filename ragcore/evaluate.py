@@ -24,7 +24,9 @@ from ragcore.errors import RagcoreError
 from ragcore.index import Index
 from ragcore.search import SearchConfig, search
 
-__all__ = ["EvalReport", "evaluate", "load_qrels", "metrics", "read_corpus", "read_queries"]
+__all__ = [
+    "EvalReport", "evaluate", "load_qrels", "metrics", "metrics_by", "read_corpus", "read_queries",
+]  # fmt: skip
 
 
 def read_corpus(path: Path) -> Iterator[Document]:
@@ -57,10 +59,20 @@ def read_queries(path: Path) -> list[tuple[str, str]]:
 def load_qrels(path: Path) -> dict[str, dict[str, int]]:
     qrels: dict[str, dict[str, int]] = {}
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
+        for line_no, line in enumerate(fh, start=1):
             parts = line.rstrip("\n").split("\t")
-            if len(parts) >= 3 and parts[0]:
-                qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+            if len(parts) < 3 or not parts[0]:
+                continue
+            try:
+                grade = int(parts[2])
+            except ValueError:
+                if line_no == 1:
+                    continue  # a header such as BEIR's "query-id corpus-id score"
+                raise RagcoreError(
+                    f"{path}:{line_no}: relevance {parts[2]!r} is not a whole number",
+                    "each line is query-id TAB doc-id TAB grade (0, 1, 2 ...)",
+                ) from None
+            qrels.setdefault(parts[0], {})[parts[1]] = grade
     return qrels
 
 
@@ -85,6 +97,28 @@ def metrics(qrels: dict[str, dict[str, int]], run: dict[str, list[str]]) -> dict
         idcg = sum(r / math.log2(i + 2) for i, r in enumerate(ideal))
         totals["ndcg@10"] += dcg / idcg if idcg else 0.0
     return {k: (v / n if n else 0.0) for k, v in totals.items()}
+
+
+def metrics_by(
+    bench_dir: str | Path, run: dict[str, list[str]], field: str
+) -> dict[str, tuple[int, dict[str, float]]]:
+    """The metrics of `run` per value of `field` in queries.jsonl (e.g. LoCoMo's `category`):
+    {value: (queries, metrics)}, over the queries that were run and have qrels. Empty when no
+    query carries the field."""
+    bench = Path(bench_dir)
+    qrels = load_qrels(bench / "qrels.tsv")
+    groups: dict[str, set[str]] = {}
+    with open(bench / "queries.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                qid = str(row["qid"])
+                if field in row and qid in run and qid in qrels:
+                    groups.setdefault(str(row[field]), set()).add(qid)
+    return {
+        value: (len(qids), metrics({q: qrels[q] for q in qids}, run))
+        for value, qids in sorted(groups.items())
+    }
 
 
 @dataclass

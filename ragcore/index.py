@@ -43,6 +43,7 @@ import numpy as np
 from ragcore.atomic import atomic_write
 from ragcore.documents import DEFAULT_MAX_CHARS, Document, chunk_document
 from ragcore.embedding import Embedder
+from ragcore.entities import extract_entities
 from ragcore.errors import IndexError_, IndexInconsistent
 from ragcore.lexical import Tokenizer, term_frequencies
 from ragcore.readmodel import DocInfo, ReadModel
@@ -103,6 +104,16 @@ class RefreshReport:
         return bool(self.added or self.updated or self.removed)
 
 
+def _json_meta_values(value: Any) -> Any:
+    if isinstance(value, _SCALARS) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k): _json_meta_values(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_meta_values(v) for v in value]
+    return str(value)
+
+
 def _json_meta(meta: dict[str, Any]) -> dict[str, Any]:
     """The document's metadata as JSON values (dates become text)."""
     out: dict[str, Any] = {}
@@ -113,6 +124,8 @@ def _json_meta(meta: dict[str, Any]) -> dict[str, Any]:
             out[key] = value
         elif isinstance(value, (list, tuple)):
             out[key] = [v if isinstance(v, _SCALARS) else str(v) for v in value]
+        elif isinstance(value, dict):  # e.g. typed links: {kind: [ids]}
+            out[key] = _json_meta_values(value)
         else:
             out[key] = str(value)
     if isinstance(out.get("tags"), str):
@@ -311,6 +324,7 @@ class Index:
             doc.content_hash,
             chunks,
             doc.stamp,
+            tuple(extract_entities(f"{doc.title}\n{doc.body}")),
         )
 
     def _rows(
@@ -563,6 +577,14 @@ class Index:
     def docs(self) -> Iterator[DocInfo]:
         """Every document of the live generation (a snapshot)."""
         return self._ensure_open().iter_docs()
+
+    def entity_docs(self, entity: str) -> frozenset[str]:
+        """The documents whose text names `entity` (lower-case, as `DocInfo.entities`)."""
+        return frozenset(self._ensure_open().entity_docs(entity))
+
+    def entity_count(self, entity: str) -> int:
+        """How many documents name `entity` (its document frequency)."""
+        return len(self._ensure_open().entity_docs(entity))
 
     def token_idf(self, token: str) -> float:
         """The lexical channel's IDF of a token as the tokenizer spells it (how rare it is)."""

@@ -285,7 +285,9 @@ class BM25Index:
                 self._slot[key] = slot
                 self._alive[slot] = True
             self._length[: self._length.size] = 0
-            np.add.at(self._length, entry_slots, tfs)
+            if entry_slots.size:  # bincount: np.add.at is ~20x slower on millions of entries
+                summed = np.bincount(entry_slots, weights=tfs, minlength=size)
+                self._length[: summed.size] = summed
             self._total_length = float(self._length.sum())
             self._postings.load(entry_slots, terms, tfs)
 

@@ -31,6 +31,7 @@ from ragcore.store import Filter
 __all__ = ["DocInfo", "ReadModel"]
 
 VACUUM_DEAD_FRACTION = 0.25
+_EMPTY: frozenset[str] = frozenset()
 _REVISIONS = itertools.count(1)  # unique across read models: a revision names one state
 
 
@@ -48,6 +49,7 @@ class DocInfo:
     hash: str = ""
     chunks: int = 0
     stamp: str | None = None
+    entities: tuple[str, ...] = ()  # names it mentions (ragcore.entities), derived at indexing
 
     @property
     def status(self) -> str:
@@ -86,6 +88,7 @@ class DocInfo:
             "writable": self.writable,
             "links": self.links,
             "meta": self.meta,
+            "entities": list(self.entities),
         }
 
 
@@ -126,6 +129,7 @@ class ReadModel:
         self._cols = _Columns()
         self._codes = {"status": _Codes(), "type": _Codes(), "source": _Codes()}
         self._tag_rows: dict[str, set[int]] = {}
+        self._entity_docs: dict[str, set[str]] = {}  # entity -> the documents naming it
         self._doc_slots: dict[str, list[int]] = {}
         # chunks
         self.hw = 0  # slots in use (high-water mark)
@@ -170,6 +174,7 @@ class ReadModel:
         else:
             for tag in self.docs[info.id].tags:
                 self._tag_rows.get(tag, set()).discard(row)
+            self._forget_entities(self.docs[info.id])
             self._listed -= self.docs[info.id].chunks
         self.docs[info.id] = info
         self._listed += info.chunks
@@ -178,7 +183,21 @@ class ReadModel:
         self._cols.source[row] = self._codes["source"].of(info.source)
         for tag in info.tags:
             self._tag_rows.setdefault(tag, set()).add(row)
+        for entity in info.entities:
+            self._entity_docs.setdefault(entity, set()).add(info.id)
         return row
+
+    def _forget_entities(self, info: DocInfo) -> None:
+        for entity in info.entities:
+            holders = self._entity_docs.get(entity)
+            if holders is not None:
+                holders.discard(info.id)
+                if not holders:
+                    del self._entity_docs[entity]
+
+    def entity_docs(self, entity: str) -> set[str]:
+        """The documents that name `entity` (live; do not modify)."""
+        return self._entity_docs.get(entity, _EMPTY)
 
     def _drop_doc(self, doc_id: str) -> None:
         info = self.docs.pop(doc_id, None)
@@ -190,6 +209,7 @@ class ReadModel:
         row = self._doc_row.pop(doc_id)
         for tag in info.tags:
             self._tag_rows.get(tag, set()).discard(row)
+        self._forget_entities(info)
         self._row_doc[row] = None
         self._cols.status[row] = self._cols.type[row] = self._cols.source[row] = 0
         self._free_rows.append(row)
@@ -269,14 +289,17 @@ class ReadModel:
                 row.hash,
                 row.chunks,
                 row.stamp,
+                tuple(row.info.get("entities") or ()),
             )
             self._put_doc(info)
             self._doc_slots[info.id] = []
+        # one pass in Python collecting raw bytes and lengths; the arrays are made in bulk
         keys: list[str] = []
-        entry_slots, terms, tfs = [], [], []
-        sp_slots, sp_terms, sp_weights = [], [], []
+        terms, tfs, term_counts = [], [], []
+        sp_terms, sp_weights, sp_counts = [], [], []
         dense_rows: list[bytes] = []
         ns: list[int] = []
+        slot_docs: list[int] = []
         for cid, doc_id, n, dense, t, f, st, sw in segment.chunk_vectors(self.with_dense):
             doc_row = self._doc_row.get(doc_id)
             if doc_row is None:
@@ -287,39 +310,42 @@ class ReadModel:
             self._slot_chunk.append(cid)
             self._chunk_slot[cid] = slot
             self._doc_slots[doc_id].append(slot)
-            term_array = np.frombuffer(t, dtype="<i8")
-            terms.append(term_array)
-            tfs.append(np.frombuffer(f, dtype="<f4"))
-            entry_slots.append(np.full(term_array.size, slot, dtype=np.int32))
+            slot_docs.append(doc_row)
+            terms.append(t)
+            tfs.append(f)
+            term_counts.append(len(t) // 8)
             if st is not None:
-                sp = np.frombuffer(st, dtype="<i8")
-                sp_terms.append(sp)
-                sp_weights.append(np.frombuffer(sw, dtype="<f4"))
-                sp_slots.append(np.full(sp.size, slot, dtype=np.int32))
+                sp_terms.append(st)
+                sp_weights.append(sw)
+                sp_counts.append(len(st) // 8)
+            else:
+                sp_counts.append(0)
             if self.with_dense:
                 dense_rows.append(dense)
             ns.append(n)
         self._grow_slots(self.hw)
         self._slot_n[: self.hw] = ns
+        self._slot_doc[: self.hw] = slot_docs
         slots = np.arange(self.hw, dtype=np.int32)
         self._alive[: self.hw] = True
-        for doc_id, doc_slots in self._doc_slots.items():
-            self._slot_doc[doc_slots] = self._doc_row[doc_id]
         if self.with_dense and dense_rows:
             self._matrix[: self.hw] = np.frombuffer(b"".join(dense_rows), dtype="<f4").reshape(
                 self.hw, self.dim
             )
-        cat = np.concatenate
         self.bm25.load(
             keys,
             slots,
-            cat(terms) if terms else np.zeros(0, np.int64),
-            cat(tfs) if tfs else np.zeros(0, np.float32),
-            cat(entry_slots) if entry_slots else np.zeros(0, np.int32),
+            np.frombuffer(b"".join(terms), dtype="<i8"),
+            np.frombuffer(b"".join(tfs), dtype="<f4"),
+            np.repeat(slots, term_counts).astype(np.int32),
         )
-        if sp_slots:
+        if sp_terms:
+            sp_slots = np.repeat(slots, sp_counts).astype(np.int32)
             self.sparse.load(
-                np.unique(cat(sp_slots)), cat(sp_slots), cat(sp_terms), cat(sp_weights)
+                np.unique(sp_slots),
+                sp_slots,
+                np.frombuffer(b"".join(sp_terms), dtype="<i8"),
+                np.frombuffer(b"".join(sp_weights), dtype="<f4"),
             )
             self.has_sparse = True
         self.revision = next(_REVISIONS)

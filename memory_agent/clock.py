@@ -9,7 +9,6 @@ run. Operational times (log lines, uptime, timeouts) stay on the real clocks.
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 
 __all__ = ["Clock", "iso", "parse_time"]
@@ -19,6 +18,8 @@ def parse_time(value: str) -> float:
     """Seconds since the epoch from ISO 8601 (a date alone means its midnight, UTC)."""
     text = value.strip()
     try:
+        import datetime as dt  # here: a hook's start-up does not pay for it
+
         when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
         raise ValueError(
@@ -31,6 +32,8 @@ def parse_time(value: str) -> float:
 
 def iso(ts: float) -> str:
     """`YYYY-MM-DDTHH:MM:SSZ` (UTC, whole seconds)."""
+    import datetime as dt
+
     return dt.datetime.fromtimestamp(int(ts), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -32,7 +32,10 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: a hook does not import typing
+    from typing import Any
 
 __all__ = ["EVENTS", "main"]
 

@@ -27,9 +27,12 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from memory_agent.redact import redact
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: a hook does not import typing
+    from typing import Any
 
 __all__ = ["MAX_OUTPUT", "append", "compact", "read_session", "session_name", "sessions"]
 

@@ -1,6 +1,7 @@
 """Page times of the memory browser (`memory-agent ui`) at realistic sizes.
 
     .venv/bin/python benchmarks/ui.py [--entries 10000] [--rounds 30] [--work DIR] [--json]
+    .venv/bin/python benchmarks/ui.py --home DIR   # an existing home, e.g. a captured one
 
 Uses the homes `benchmarks/daemon.py` builds in --work (the same entries, the same embedding
 cache; a missing home is built and indexed first). Starts the real `memory-agent ui` subprocess,
@@ -53,7 +54,7 @@ def measure(size: int, args: argparse.Namespace) -> dict[str, object]:
         "MEMORY_AGENT_IDLE_EXIT": "0",
         "MEMORY_AGENT_START_TIMEOUT": "3600",
     }
-    home = home_for(size, args.work, env)
+    home = args.home if args.home else home_for(size, args.work, env)
     ui = subprocess.Popen(
         [sys.executable, "-m", "memory_agent", "ui", "--home", str(home), "--port", "0", "--json"],
         stdout=subprocess.PIPE,
@@ -66,7 +67,7 @@ def measure(size: int, args: argparse.Namespace) -> dict[str, object]:
         conn = http.client.HTTPConnection(url.hostname, url.port, timeout=120)
         headers = {"Cookie": f"memory_agent_ui={token}", "Host": url.netloc}
         queries = Text().queries
-        entry = "bench-000123" if size > 123 else None
+        entry = "bench-000123" if size > 123 and not args.home else None
 
         def get(path: str) -> float:
             t = time.perf_counter()
@@ -108,15 +109,20 @@ def main() -> None:
     parser.add_argument("--entries", default="10000", help="sizes, comma-separated")
     parser.add_argument("--rounds", type=int, default=30, help="requests per page")
     parser.add_argument("--work", type=Path, default=Path("/tmp/memory-agent-bench"))
+    parser.add_argument(
+        "--home", type=Path, help="time the pages of this existing home instead (e.g. the one "
+        "`benchmarks/capture.py --work DIR` leaves, with its captured sessions)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    rows = [measure(int(s), args) for s in args.entries.split(",")]
+    sizes = ["0"] if args.home else args.entries.split(",")
+    rows = [measure(int(s), args) for s in sizes]
     if args.json:
         print(json.dumps(rows, indent=2))
         return
     print(f"memory-agent ui, {args.rounds} requests per page, p50 / p95 ms (target <= 150)")
     for row in rows:
-        print(f"{row['entries']:,} entries")
+        print(f"home {args.home}" if args.home else f"{row['entries']:,} entries")
         for name, (p50, p95) in row["pages"].items():
             print(f"  {name:<14} {p50:7.1f} / {p95:7.1f}")
 

@@ -486,7 +486,16 @@ def cmd_gate(args: argparse.Namespace) -> int:
 def cmd_ui(args: argparse.Namespace) -> int:
     from memory_agent.ui.server import serve
 
-    return serve(_home(args), args.port, as_json=args.json)
+    def ready(url: str, port: int) -> None:
+        if args.json:
+            print(json.dumps({"url": url, "port": port}), flush=True)
+        else:
+            print(f"memory-agent ui: open {url}", flush=True)
+            print(
+                "(the token in the URL is the key: keep it to yourself; Ctrl-C stops)", flush=True
+            )
+
+    return serve(_home(args), args.port, ready=ready)
 
 
 def cmd_proxy(args: argparse.Namespace) -> int:

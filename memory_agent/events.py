@@ -39,7 +39,7 @@ from typing import Any
 
 from memory_agent.policy import RECALL_COUNTS_UP_TO_RANK
 
-__all__ = ["EntryStats", "EventLog", "FoldReport", "apply_event", "compact", "fold"]
+__all__ = ["EntryStats", "EventLog", "FoldReport", "apply_event", "compact", "fold", "read_events"]
 
 
 @dataclass
@@ -128,8 +128,11 @@ def _lines(path: Path) -> Iterator[str]:
             yield from fh
 
 
-def fold(folder: Path) -> FoldReport:
-    report = FoldReport()
+def read_events(folder: Path, report: FoldReport | None = None) -> list[dict[str, Any]]:
+    """Every event of the folder's files (a `.jsonl` with a `.gz` twin is read once), ordered
+    by time (then by file order) so last-write-wins does not depend on file names. Corrupt
+    lines and unreadable files are counted in `report`, if given, and skipped."""
+    report = report if report is not None else FoldReport()
     events: list[dict[str, Any]] = []
     for path in _event_files(folder):
         report.files += 1
@@ -148,8 +151,13 @@ def fold(folder: Path) -> FoldReport:
                     report.corrupt_lines += 1
         except (OSError, EOFError, gzip.BadGzipFile) as exc:  # keep what was read
             report.read_errors.append(f"{path.name}: {exc}")
-    # Order by time (then by file order) so last-write-wins does not depend on file names.
     events.sort(key=lambda e: e.get("ts") if isinstance(e.get("ts"), (int, float)) else 0.0)
+    return events
+
+
+def fold(folder: Path) -> FoldReport:
+    report = FoldReport()
+    events = read_events(folder, report)
     for event in events:
         if apply_event(report.stats, event):
             report.events += 1

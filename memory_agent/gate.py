@@ -38,7 +38,7 @@ from memory_agent.errors import Conflict, NotFound
 from memory_agent.journal import sessions
 from ragcore import atomic_write
 
-__all__ = ["Gate", "Lesson", "observations"]
+__all__ = ["Gate", "Lesson", "observations", "read_state"]
 
 log = logging.getLogger("memory_agent.gate")
 _VOLATILE = re.compile(r"0x[0-9a-f]+|\d+(\.\d+)*|(/[\w.@-]+)+", re.I)
@@ -133,6 +133,17 @@ def observations(folder: Path) -> list[Observation]:
     return found
 
 
+def read_state(home: Path) -> dict[str, Any]:
+    """The gate's memory of what it promoted, proposed and was told to reject."""
+    try:
+        state = json.loads((home / "inbox" / "state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        state = {}
+    for key in ("promoted", "rejected", "proposed"):
+        state.setdefault(key, {})
+    return state
+
+
 class Gate:
     def __init__(self, memory, gateway, events=None):
         self.memory = memory
@@ -143,13 +154,7 @@ class Gate:
 
     # -- state ---------------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
-        try:
-            state = json.loads(self.state_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            state = {}
-        for key in ("promoted", "rejected", "proposed"):
-            state.setdefault(key, {})
-        return state
+        return read_state(self.memory.home)
 
     def _save(self, state: dict[str, Any]) -> None:
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)

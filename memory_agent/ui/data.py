@@ -5,9 +5,6 @@ of the KB, the usage events, the journal)."""
 from __future__ import annotations
 
 import datetime as dt
-import gzip
-import json
-import subprocess
 import urllib.parse
 from collections import Counter
 from pathlib import Path
@@ -17,6 +14,9 @@ from memory_agent import config
 from memory_agent.client import DaemonClient
 from memory_agent.clock import Clock
 from memory_agent.episodes import load_session
+from memory_agent.events import read_events
+from memory_agent.gate import read_state
+from memory_agent.gitrepo import KBRepo
 from memory_agent.journal import sessions
 
 __all__ = ["UIData"]
@@ -28,6 +28,7 @@ class UIData:
         self.client = DaemonClient(home, timeout=120)
         self.clock = Clock.from_setting(config.load({"home": str(home)}).clock)  # time is a setting
         self._events_cache: tuple[tuple, list[dict[str, Any]]] | None = None
+        self._sessions_cache: dict[str, tuple[tuple, dict[str, Any] | None]] = {}
 
     # -- through the daemon -----------------------------------------------------------------
     def tool(self, name: str, **arguments: Any) -> dict[str, Any]:
@@ -47,65 +48,42 @@ class UIData:
         return self.client.health()
 
     # -- from the files ---------------------------------------------------------------------
-    def _git(self, *args: str) -> str:
-        proc = subprocess.run(
-            ["git", "-C", str(self.home / "kb"), *args],
-            capture_output=True,
-            text=True,
-            timeout=30,
+    def _commits(self, *log_args: str) -> list[dict[str, Any]]:
+        """`git log` of the KB, each commit with what follows its header line (the files it
+        touched, or its diff)."""
+        raw = KBRepo(self.home / "kb").git(
+            "log", "--format=\x1e%H\x1f%an\x1f%aI\x1f%s", *log_args, check=False
         )
-        return proc.stdout if proc.returncode == 0 else ""
+        out = []
+        for block in raw.split("\x1e")[1:]:
+            head, _, rest = block.partition("\n")
+            sha, author, when, subject = (head.split("\x1f") + ["", "", "", ""])[:4]
+            out.append({"commit": sha, "author": author, "when": when, "subject": subject,
+                        "rest": rest.strip("\n")})  # fmt: skip
+        return out
 
     def recent_writes(self, n: int = 12) -> list[dict[str, Any]]:
-        out = []
-        raw = self._git("log", f"-{n}", "--name-only", "--format=\x1e%H\x1f%an\x1f%aI\x1f%s")
-        for block in raw.split("\x1e")[1:]:
-            head, _, files = block.partition("\n")
-            sha, author, when, subject = (head.split("\x1f") + ["", "", "", ""])[:4]
-            out.append(
-                {
-                    "commit": sha,
-                    "author": author,
-                    "when": when,
-                    "subject": subject,
-                    "files": [f for f in files.split("\n") if f.strip()],
-                }
-            )
-        return out
+        commits = self._commits(f"-{n}", "--name-only")
+        for c in commits:
+            c["files"] = [f for f in c.pop("rest").split("\n") if f.strip()]
+        return commits
 
     def file_history(self, path: str, n: int = 10) -> list[dict[str, Any]]:
         """The commits that touched one KB file, each with its diff."""
         rel = str(Path(path).resolve().relative_to((self.home / "kb").resolve()))
-        raw = self._git("log", f"-{n}", "-p", "--format=\x1e%H\x1f%an\x1f%aI\x1f%s", "--", rel)
-        out = []
-        for block in raw.split("\x1e")[1:]:
-            head, _, diff = block.partition("\n")
-            sha, author, when, subject = (head.split("\x1f") + ["", "", "", ""])[:4]
-            out.append({"commit": sha, "author": author, "when": when, "subject": subject,
-                        "diff": diff.strip("\n")})  # fmt: skip
-        return out
+        commits = self._commits(f"-{n}", "-p", "--", rel)
+        for c in commits:
+            c["diff"] = c.pop("rest")
+        return commits
 
     def events(self) -> list[dict[str, Any]]:
-        """Every usage event (cached until a file changes)."""
+        """Every usage event, as the daemon's fold reads them (cached until a file changes)."""
         folder = self.home / "events"
         files = sorted(folder.glob("*.jsonl*")) if folder.is_dir() else []
         key = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files)
-        if self._events_cache is not None and self._events_cache[0] == key:
-            return self._events_cache[1]
-        events = []
-        for f in files:
-            opener = gzip.open if f.name.endswith(".gz") else open
-            try:
-                with opener(f, "rt", encoding="utf-8", errors="replace") as fh:
-                    for line in fh:
-                        try:
-                            events.append(json.loads(line))
-                        except ValueError:
-                            continue
-            except OSError:
-                continue
-        self._events_cache = (key, events)
-        return events
+        if self._events_cache is None or self._events_cache[0] != key:
+            self._events_cache = (key, read_events(folder))
+        return self._events_cache[1]
 
     def activity(self, days: int = 30, entry: str | None = None) -> list[tuple[str, int]]:
         """Recalls per day over the last `days` days (of one entry, or of all)."""
@@ -127,23 +105,16 @@ class UIData:
         return out
 
     def sessions(self, offset: int = 0, limit: int = 30) -> tuple[int, list[dict[str, Any]]]:
-        """Captured sessions, newest first."""
+        """Captured sessions, newest first. A session's summary is parsed once and kept
+        until one of its files changes (a journal only grows: pages stay fast as it does)."""
         rows = []
         for name, paths in sessions(self.home / "journal").items():
-            episodes = load_session(paths, name)
-            if not episodes:
-                continue
-            rows.append(
-                {
-                    "session": name,
-                    "started": episodes[0].started,
-                    "turns": len([e for e in episodes if e.n > 0]),
-                    "failures": sum(1 for e in episodes for s in e.steps if not s.ok),
-                    "cwd": episodes[0].cwd,
-                    "client": episodes[0].client,
-                    "first": episodes[0].prompt[:160],
-                }
-            )
+            stamp = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in paths)
+            cached = self._sessions_cache.get(name)
+            if cached is None or cached[0] != stamp:
+                cached = self._sessions_cache[name] = (stamp, _summary(name, paths))
+            if cached[1] is not None:
+                rows.append(cached[1])
         rows.sort(key=lambda r: r["started"], reverse=True)
         return len(rows), rows[offset : offset + limit]
 
@@ -152,7 +123,19 @@ class UIData:
         return load_session(paths, name) if paths else []
 
     def gate_state(self) -> dict[str, Any]:
-        try:
-            return json.loads((self.home / "inbox" / "state.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
+        return read_state(self.home)
+
+
+def _summary(name: str, paths: list[Path]) -> dict[str, Any] | None:
+    episodes = load_session(paths, name)
+    if not episodes:
+        return None
+    return {
+        "session": name,
+        "started": episodes[0].started,
+        "turns": len([e for e in episodes if e.n > 0]),
+        "failures": sum(1 for e in episodes for s in e.steps if not s.ok),
+        "cwd": episodes[0].cwd,
+        "client": episodes[0].client,
+        "first": episodes[0].prompt[:160],
+    }

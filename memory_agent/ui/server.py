@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 import signal
 import socket
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from memory_agent.errors import DaemonError
@@ -29,7 +28,8 @@ def _bind(port: int) -> socket.socket:
     return sock
 
 
-def serve(home: Path, port: int = 8780, *, as_json: bool = False) -> int:
+def serve(home: Path, port: int = 8780, *, ready: Callable[[str, int], None]) -> int:
+    """Serve until Ctrl-C or SIGTERM; `ready(url, port)` once listening (the CLI prints it)."""
     import uvicorn
 
     from memory_agent.client import DaemonClient
@@ -51,18 +51,9 @@ def serve(home: Path, port: int = 8780, *, as_json: bool = False) -> int:
                 self.should_exit = True
 
     server = Server(uvicorn.Config(app, log_config=None, access_log=False))
-    url = f"http://127.0.0.1:{bound}/?token={token}"
-    if as_json:
-        print(json.dumps({"url": url, "port": bound}), flush=True)
-    else:
-        print(f"memory-agent ui: open {url}", flush=True)
-        print("(the token in the URL is the key: keep it to yourself; Ctrl-C stops)", flush=True)
+    ready(f"http://127.0.0.1:{bound}/?token={token}", bound)
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(serve(Path(sys.argv[1])))

@@ -238,3 +238,21 @@ def test_every_page_in_a_browser_a_supersede_and_a_hostile_entry(ui, home):
         browser.close()
     for name in ("ui-overview", "ui-search", "ui-entry", "ui-preview", "ui-hostile"):
         assert (ARTIFACTS / f"{name}.png").stat().st_size > 10_000
+
+
+def test_recall_activity_reads_a_compacted_event_file_once(tmp_path):
+    """Regression: the browser read both a `.jsonl` and its `.gz` twin (a compaction in
+    progress) and counted every recall twice; it now reads events as the daemon's fold does."""
+    import gzip
+
+    from memory_agent.ui.data import UIData
+
+    home = tmp_path / "home"
+    (home / "events").mkdir(parents=True)
+    line = json.dumps({"kind": "recall", "entry": "a", "ts": 1_780_000_000.0}) + "\n"
+    (home / "events" / "s1.jsonl").write_text(line)
+    with gzip.open(home / "events" / "s1.jsonl.gz", "wt") as fh:
+        fh.write(line)
+    (home / "events" / "s2.jsonl").write_text(line.replace('"a"', '"b"'))
+    days = dict(UIData(home).activity(3))
+    assert sum(days.values()) == 2 and days["2026-05-28"] == 2

@@ -142,9 +142,8 @@ def test_authored_link_outranks_entity_two_hops_explained_contradicts_never_boos
     )
     assert 0 < hop["why"]["signals"]["links"] < authored["why"]["signals"]["links"]
     # contradicts: shown (above, and by memory_get), never a boost
-    if "old-claim" in hits:
-        assert hits["old-claim"]["why"]["signals"]["links"] == 0
-        assert "via" not in hits["old-claim"]["why"]
+    assert hits["old-claim"]["why"]["signals"]["links"] == 0
+    assert "via" not in hits["old-claim"]["why"]
     _, got = cli(home, shared_cache, "get", "ledger-root")
     assert got["links"] == {"references": ["runbook-authored"], "contradicts": ["old-claim"]}
 

@@ -183,11 +183,15 @@ def _print_write(reply: dict) -> None:
 
 def cmd_init(args: argparse.Namespace) -> int:
     from memory_agent.client import DaemonClient
+    from memory_agent.config import installed_embedder
     from memory_agent.mcp_config import client_configs, hook_configs
     from memory_agent.memory import Memory
 
     cfg = config_mod.load({"home": args.home})
-    reply = Memory(cfg).init(demo=args.demo, embedder=args.embedder, sync=False)
+    # A new home records the model it starts with, so installing the bge-m3 extra later does
+    # not switch an existing index's model under it.
+    pin = args.embedder or (None if (cfg.home_dir / "kb").exists() else cfg.embedder)
+    reply = Memory(cfg).init(demo=args.demo, embedder=pin, sync=False)
     client = DaemonClient(cfg.home_dir)
     health = client.health()
     if health is not None and health.get("embedder") != reply["embedder"]:
@@ -215,6 +219,12 @@ def cmd_init(args: argparse.Namespace) -> int:
             print(
                 f"embedder {r['embedder']}; index {i['generation']}: {i['entries']} entries, "
                 f"{'consistent' if i['consistent'] else 'INCONSISTENT'}"
+            )
+        if r["embedder"] == "minilm" and installed_embedder() == "minilm":
+            print(
+                "(minilm: the offline English model. For BGE-M3, multilingual: "
+                "pip install 'memory-agent[bge-m3]' (torch==2.13.0 first for the CPU build), "
+                "then memory-agent init --embedder bge-m3 and memory-agent rebuild)"
             )
         print("\nConnect your agent (the proxy starts the daemon when needed):")
         for name, text in r["mcp"].items():
@@ -578,8 +588,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--embedder",
         choices=EMBEDDERS,
-        help="write this embedder to config.toml (a new home without it uses bge-m3; "
-        "minilm is the offline model)",
+        help="write this embedder to config.toml (a new home without it uses bge-m3 where "
+        "the bge-m3 extra is installed, else minilm, the offline model)",
     )
     p.add_argument(
         "--demo", action="store_true", help="add the 79 demo entries (one commit, dated from now)"

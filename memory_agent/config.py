@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["SETTINGS", "Config", "Setting", "load", "write_setting"]
+__all__ = ["SETTINGS", "Config", "Setting", "installed_embedder", "load", "write_setting"]
 
 
 Setting = namedtuple("Setting", "name env default help")  # noqa: PYI024 - no typing at start-up
@@ -35,9 +35,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "embedder",
         "MEMORY_AGENT_EMBEDDER",
-        "bge-m3",
-        "Embedding model: `bge-m3` (multilingual, dense + sparse; needs the weights) or "
-        "`minilm` (offline all-MiniLM-L6-v2, English).",
+        "",
+        "Embedding model: `bge-m3` (multilingual, dense + sparse; needs the `bge-m3` extra and "
+        "the weights) or `minilm` (offline all-MiniLM-L6-v2, English). Empty: `bge-m3` where "
+        "its extra (FlagEmbedding) is installed, else `minilm`.",
     ),
     Setting(
         "model_path",
@@ -49,8 +50,8 @@ SETTINGS: tuple[Setting, ...] = (
         "runtime",
         "MEMORY_AGENT_RUNTIME",
         "auto",
-        "How MiniLM runs: `onnx` (ONNX Runtime, exported once from the shipped weights into "
-        "the cache folder; the same vectors, faster queries, no torch in the daemon), `torch`, "
+        "How MiniLM runs: `onnx` (ONNX Runtime, its graph built once from the shipped weights "
+        "into the cache folder; the same vectors, no torch), `torch` (needs the bge-m3 extra), "
         "or `auto` (onnx when onnxruntime is installed).",
     ),
     Setting(
@@ -208,6 +209,14 @@ def _coerce(setting: Setting, value: Any) -> Any:
     return value
 
 
+def installed_embedder() -> str:
+    """The default model follows the install: `bge-m3` where its extra is installed (the
+    design's model, for machines with a network), else the offline `minilm`."""
+    import importlib.util
+
+    return "bge-m3" if importlib.util.find_spec("FlagEmbedding") is not None else "minilm"
+
+
 def _config_error(message: str, fix: str):
     from memory_agent.errors import ConfigError
 
@@ -238,6 +247,8 @@ def load(overrides: dict[str, Any] | None = None) -> Config:
         else:
             raw = s.default
         values[s.name] = _coerce(s, raw)
+    if not values["embedder"]:
+        values["embedder"] = installed_embedder()
     values["home"] = home
     return Config(values)
 

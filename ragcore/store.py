@@ -75,8 +75,15 @@ class QdrantStore:
         collection: str = COLLECTION,
         api_key: str | None = None,
     ):
-        from qdrant_client import QdrantClient
+        try:
+            from qdrant_client import QdrantClient
+        except ImportError as exc:
+            from ragcore.errors import IndexError_
 
+            raise IndexError_(
+                "the Qdrant server path needs qdrant-client, which is not installed",
+                "pip install 'memory-agent[qdrant]', or unset qdrant_url",
+            ) from exc
         if (url is None) == (location is None):
             raise ValueError("QdrantStore needs exactly one of url or location")
         self.collection = collection

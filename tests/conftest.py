@@ -10,6 +10,8 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_bge_m3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random BGE-M3-shaped model directory (built offline, once per session)."""
+    for module in ("torch", "transformers", "FlagEmbedding"):
+        pytest.importorskip(module, reason="BGE-M3 tests need the bge-m3 extra")
     from tests.fixtures.tiny_bge_m3 import build_tiny_bge_m3
 
     return build_tiny_bge_m3(tmp_path_factory.mktemp("tiny-bge-m3"))

@@ -134,6 +134,8 @@ FILTERS = [
 
 @pytest.mark.parametrize("server", [False, True], ids=["in-memory", "qdrant-server-path"])
 def test_filtered_search_returns_exactly_what_the_filter_allows(tmp_path, server):
+    if server:
+        pytest.importorskip("qdrant_client", reason="the server path needs the qdrant extra")
     docs = _corpus()
     index = Index(
         tmp_path / "index",
@@ -155,6 +157,7 @@ def test_filtered_search_returns_exactly_what_the_filter_allows(tmp_path, server
 
 
 def test_the_server_path_pushes_the_filter_down(tmp_path):
+    pytest.importorskip("qdrant_client", reason="the server path needs the qdrant extra")
     flt = Filter(statuses=("active",), types=("fact",), tags=("ci", "db"), sources=("kb",))
     built = qdrant_filter(flt)
     conditions = {c.key: c.match.any for c in built.must}

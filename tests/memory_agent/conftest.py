@@ -13,8 +13,8 @@ from tests.memory_agent.helpers import make_memory
 
 
 @pytest.fixture(scope="session")
-def minilm_model() -> MiniLMEmbedder:
-    model = MiniLMEmbedder()
+def minilm_model(tmp_path_factory) -> MiniLMEmbedder:
+    model = MiniLMEmbedder(onnx_dir=tmp_path_factory.mktemp("onnx"))
     model.load()
     return model
 

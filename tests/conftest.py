@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# The instant the suite takes as now (llm's user_dir() pattern: one autouse fixture gives every
+# test the same input). `MEMORY_AGENT_CLOCK=2027-12-01T00:00:00Z pytest` runs the whole suite
+# a year ahead instead; a test that assumes a date sets its own (monkeypatch.setenv or a Clock).
+PINNED_CLOCK = "2026-12-01T09:00:00Z"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def pinned_clock() -> str:
+    """Every memory time - entry dates, usage events, recency, dormancy, gc - comes from the
+    pinned clock, in this process and in every daemon, proxy and hook a test starts (they
+    inherit the environment): no test reads the day it runs on."""
+    value = os.environ.get("MEMORY_AGENT_CLOCK") or PINNED_CLOCK
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MEMORY_AGENT_CLOCK", value)
+        yield value
 
 
 @pytest.fixture(scope="session")

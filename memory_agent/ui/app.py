@@ -32,7 +32,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memory_agent.errors import MemoryAgentError, describe
+from memory_agent.errors import Invalid, MemoryAgentError, describe
 from memory_agent.kb import ENTRY_TYPES
 from memory_agent.ui.data import UIData
 from memory_agent.ui.render import Pages
@@ -108,6 +108,17 @@ class Guard:
     async def _send(self, response: Response, scope, receive, send) -> None:
         response.headers["content-security-policy"] = CSP
         await response(scope, receive, send)
+
+
+def _importance(value: str) -> int:
+    """The form's importance as a number, or a clear `invalid` (never a 500)."""
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()):
+        raise Invalid(
+            f"importance {value[:40]!r} is not a whole number",
+            "give a whole number from 1 (minor) to 10 (must not be missed)",
+        )
+    return int(text)
 
 
 def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> Starlette:
@@ -218,7 +229,7 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
                     lambda: data.tool(
                         "memory_set_importance",
                         id=entry_id,
-                        importance=int(form.get("importance") or 0),
+                        importance=_importance(form.get("importance", "")),
                         note=form.get("note") or None,
                     )  # fmt: skip
                 )

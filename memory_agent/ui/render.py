@@ -13,7 +13,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 
-__all__ = ["Pages", "markdown"]
+__all__ = ["Pages", "markdown", "plain"]
 
 TEMPLATES = Path(__file__).parent / "templates"
 SIGNALS = ("reinforcement", "importance", "recency", "dormancy", "links")
@@ -21,19 +21,54 @@ _md = None
 _WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:[#|][^\[\]\n]*)?\]\]")
 
 
-def markdown(text: str) -> Markup:
-    """Untrusted Markdown as safe HTML: raw HTML is shown as text, `javascript:` and other
-    unsafe links are not links, images come only from this page's origin or data:."""
+def _parser():
     global _md
     if _md is None:
         from markdown_it import MarkdownIt
 
         _md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+        _md.add_render_rule("image", _image_as_link)
+    return _md
+
+
+def _image_as_link(self, tokens, idx, options, env) -> str:
+    """An image is never fetched: a page that loads a URL from an entry tells that URL who
+    read the entry and when. It is shown as a link (a safe URL) or as its text."""
+    token = tokens[idx]
+    alt = escape(self.renderInlineAsText(token.children or [], options, env) or "image")
+    src = token.attrGet("src") or ""
+    if not src or not _parser().validateLink(src):
+        return f'<span class="image">[image: {alt}]</span>'
+    return f'<a class="image" href="{escape(src)}" rel="noreferrer">[image: {alt}]</a>'
+
+
+def markdown(text: str) -> Markup:
+    """Untrusted Markdown as safe HTML: raw HTML is shown as text, `javascript:` and other
+    unsafe links are not links, images are links and are never loaded."""
     linked = _WIKILINK.sub(
         lambda m: f"[{m.group(1)}](/entry?{urllib.parse.urlencode({'id': m.group(1).strip()})})",
         text or "",
     )
-    return Markup(_md.render(linked))
+    return Markup(_parser().render(linked))
+
+
+def plain(text: str) -> str:
+    """The words of a Markdown snippet without its markup (`**x**` -> x, `[a](u)` -> a,
+    headings and list markers dropped), on one line: what a search hit shows."""
+    words: list[str] = []
+    for token in _parser().parse(_WIKILINK.sub(lambda m: m.group(1), text or "")):
+        if token.type == "inline":
+            for child in token.children or []:
+                if child.type in ("text", "code_inline"):
+                    words.append(child.content)
+                elif child.type == "image":
+                    words.append(child.content)
+                elif child.type in ("softbreak", "hardbreak"):
+                    words.append(" ")
+            words.append(" ")
+        elif token.type in ("fence", "code_block"):
+            words.append(token.content.strip() + " ")
+    return re.sub(r"\s+", " ", "".join(words)).strip()
 
 
 def bar(value: float, scale: float, *, width: int = 160, negative: bool = False) -> Markup:
@@ -49,20 +84,31 @@ def bar(value: float, scale: float, *, width: int = 160, negative: bool = False)
 
 
 def columns(points: list[tuple[str, int]], *, width: int = 600, height: int = 90) -> Markup:
-    """Recall activity per day as SVG columns."""
+    """Recall activity per day as SVG columns, each with its count above it (days without a
+    recall have no column and no number)."""
     top = max([n for _, n in points] or [0]) or 1
     step = width / max(len(points), 1)
+    plot = height - 26  # room for a number above the tallest column and the dates below
     rects = []
     for i, (day, n) in enumerate(points):
-        h = round(n / top * (height - 14), 1)
+        h = round(n / top * plot, 1)
+        x = round(i * step + 1, 1)
+        y = round(height - 12 - h, 1)
         rects.append(
-            f'<rect class="col" x="{round(i * step + 1, 1)}" y="{round(height - 12 - h, 1)}" '
-            f'width="{round(step - 2, 1)}" height="{h}"><title>{escape(day)}: {n}</title></rect>'
+            f'<rect class="col" x="{x}" y="{y}" width="{round(step - 2, 1)}" height="{h}">'
+            f"<title>{escape(day)}: {n}</title></rect>"
         )
+        if n:
+            rects.append(
+                f'<text class="count" x="{round(x + (step - 2) / 2, 1)}" y="{round(y - 2, 1)}" '
+                f'text-anchor="middle">{n}</text>'
+            )
     first, last = (points[0][0], points[-1][0]) if points else ("", "")
+    total = sum(n for _, n in points)
     return Markup(
         f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="recalls per day">{"".join(rects)}'
+        f'role="img" aria-label="recalls per day: {total} in {len(points)} days">'
+        f"{''.join(rects)}"
         f'<text x="0" y="{height - 1}">{escape(first)}</text>'
         f'<text x="{width}" y="{height - 1}" text-anchor="end">{escape(last)}</text></svg>'
     )
@@ -87,7 +133,7 @@ class Pages:
             lstrip_blocks=True,
         )
         self.env.globals.update(csrf=csrf, bar=bar, columns=columns, markdown=markdown,
-                                when=when, entry_url=entry_url, SIGNALS=SIGNALS)  # fmt: skip
+                                when=when, entry_url=entry_url, SIGNALS=SIGNALS, plain=plain)  # fmt: skip
         self.env.filters["urlencode_id"] = lambda v: urllib.parse.quote(str(v), safe="")
 
     def _render(self, template: str, **context: Any) -> str:

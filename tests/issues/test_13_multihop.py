@@ -69,6 +69,7 @@ def home(tmp_path, shared_cache, monkeypatch):
     home = tmp_path / "home"
     monkeypatch.setenv("MEMORY_AGENT_CACHE", str(shared_cache))
     monkeypatch.setenv("MEMORY_AGENT_EMBEDDER", "minilm")
+    monkeypatch.setenv("MEMORY_AGENT_CLOCK", "2026-12-01T09:00:00Z")  # a month after `created`
     Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
     kb = home / "kb"
     for entry_id, (title, body, links) in ENTRIES.items():

@@ -30,6 +30,24 @@ def cli(home, cache, *args, stdin=None, env=None, timeout=120):
     )
 
 
+def wait_for(condition, what, timeout=60.0):
+    """Poll `condition` until it is true; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:.0f} s: {what}")
+        time.sleep(0.02)
+
+
+def blocked_on_flock(pid):
+    """Whether process `pid` waits for a flock (a `->` line of /proc/locks names it)."""
+    for line in open("/proc/locks").read().splitlines():
+        fields = line.split()
+        if "->" in fields and fields[fields.index("->") + 4] == str(pid):
+            return True
+    return False
+
+
 def _cleanup(home):
     try:
         DaemonClient(home).stop(wait=True, timeout=10)
@@ -129,7 +147,7 @@ def test_ctrl_c_while_waiting_exits_130_without_a_traceback(home, shared_cache):
             text=True,
             env=env_for(home, shared_cache),
         )
-        time.sleep(3)
+        wait_for(lambda: blocked_on_flock(proc.pid), "the CLI waits for the spawn lock")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
@@ -263,15 +281,30 @@ def test_a_client_that_loses_the_start_race_waits_for_the_winner(home, shared_ca
     (run / "daemon.pid").write_text(str(os.getpid()))
     outcome: dict = {}
 
+    class Client(DaemonClient):  # the real client; it only lets the test see its steps
+        spawned: list = []
+        polls = 0
+
+        def spawn(self):
+            self.spawned.append(super().spawn())
+            return self.spawned[-1]
+
+        def health(self, timeout=2.0):
+            Client.polls += 1
+            return super().health(timeout=timeout)
+
     def ensure():
         try:
-            outcome["health"] = DaemonClient(home).ensure()
+            outcome["health"] = Client(home).ensure()
         except Exception as exc:  # noqa: BLE001
             outcome["error"] = exc
 
     waiting = threading.Thread(target=ensure)
     waiting.start()
-    time.sleep(3)  # the client's spawn has long exited with "already running"
+    # the client's spawn exits with "already running"; then the client looks again, twice
+    wait_for(lambda: Client.spawned and Client.spawned[0].poll() is not None, "the spawn exits")
+    seen = Client.polls
+    wait_for(lambda: Client.polls >= seen + 2 or "error" in outcome, "the client polls again")
     assert "error" not in outcome, outcome.get("error")
     # the winner gets going: the lock passes to a real daemon, which answers
     (run / "daemon.pid").unlink()

@@ -23,6 +23,7 @@ def _entry(kb, entry_type, entry_id, title, body, created):
     )
 
 
+NOW = "2026-12-01T09:00:00Z"  # old-sprint-notes is idle (>1 y), lock-with-pip-tools dormant
 SIBLINGS = {
     "staging-db": (
         "Staging cluster: the database tier",
@@ -43,6 +44,7 @@ def home(tmp_path, shared_cache, monkeypatch):
     monkeypatch.setenv("MEMORY_AGENT_CACHE", str(shared_cache))
     monkeypatch.setenv("MEMORY_AGENT_EMBEDDER", "minilm")
     monkeypatch.setenv("MEMORY_AGENT_IDLE_EXIT", "120")
+    monkeypatch.setenv("MEMORY_AGENT_CLOCK", NOW)  # the entries' ages below are from this day
     Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
     kb = home / "kb"
     for entry_id, (title, body) in SIBLINGS.items():

@@ -210,11 +210,13 @@ def cmd_init(args: argparse.Namespace) -> int:
             f"home {r['home']} (knowledge base {r['kb']}, "
             f"{'new repository' if r['created_repo'] else 'existing repository adopted'})"
         )
+        for change in r.get("tightened") or []:
+            print(f"made owner-only (it may hold private notes): {change}")
         if r.get("restarted_daemon"):
             print(f"stopped the daemon (pid {r['restarted_daemon']}) of the old embedder")
         if r["demo_entries_added"]:
             print(f"added {r['demo_entries_added']} demo entries in commit {r['commit'][:12]}")
-        if "index" in r:
+        if r.get("index"):  # None with --no-index
             i = r["index"]
             print(
                 f"embedder {r['embedder']}; index {i['generation']}: {i['entries']} entries, "
@@ -520,7 +522,7 @@ TYPES_HELP = (
 HOME_HELP = "the memory's home directory (default: $MEMORY_AGENT_HOME, else ~/.memory-agent)"
 EXIT_CODES = """exit status: 0 success; 2 refused or bad arguments (nothing was written; the message
 says why and what to do); 1 an unexpected failure (a bug: a traceback follows); 130
-interrupted (Ctrl-C)."""
+interrupted (Ctrl-C); 141 the reader closed the pipe (`| head`)."""
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
@@ -821,6 +823,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\nmemory-agent {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader stopped early (`| head`): not an error of ours
+        from memory_agent.entry import stdout_closed
+
+        return stdout_closed()
     except Exception as exc:
         info = describe(exc, log_hint="the traceback above")
         if info.code == "internal":

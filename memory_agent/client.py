@@ -27,14 +27,13 @@ from typing import Any
 
 from memory_agent import __version__
 from memory_agent.errors import DaemonError, ErrorInfo, Invalid, ToolCallError, from_wire
-from memory_agent.limits import MAX_MESSAGE_BYTES
+from memory_agent.limits import MAX_MESSAGE_BYTES, lone_surrogate
 
 __all__ = ["DaemonClient", "DaemonError", "ToolCallError"]
 
 PROTOCOL_VERSION = "2025-06-18"
 # Who is calling (the MCP client's name/version, or the CLI): recorded in query events.
 CALLER_HEADER = "X-Memory-Agent-Caller"
-START_TIMEOUT = float(os.environ.get("MEMORY_AGENT_START_TIMEOUT", "60"))
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -54,8 +53,11 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 class DaemonClient:
-    def __init__(self, home: Path, *, timeout: float = 600.0):
+    def __init__(self, home: Path, *, timeout: float = 600.0, start_timeout: float | None = None):
+        """`start_timeout`: seconds to wait for a daemon this client starts; None reads the
+        `start_timeout` setting when a start happens."""
         self.home = Path(home)
+        self.start_timeout = start_timeout
         self.run_dir = self.home / "run"
         self.socket_path = self.run_dir / "daemon.sock"
         self.timeout = timeout
@@ -152,7 +154,12 @@ class DaemonClient:
         """Poll the health route, backing off from 50 ms to 1 s; fail at once, with the
         daemon's own last error, if the process we started exits (unless it exited because
         another daemon, still starting, holds the home)."""
-        deadline = time.monotonic() + START_TIMEOUT
+        limit = self.start_timeout
+        if limit is None:
+            from memory_agent import config  # read when used: the setting, env or config.toml
+
+            limit = float(config.load({"home": str(self.home)}).start_timeout)
+        deadline = time.monotonic() + limit
         delay = 0.05
         while time.monotonic() < deadline:
             health = self.health(timeout=1.0)
@@ -172,7 +179,7 @@ class DaemonClient:
             time.sleep(delay)
             delay = min(delay * 1.5, 1.0)
         raise DaemonError(
-            f"the memory daemon did not answer within {START_TIMEOUT:.0f} s "
+            f"the memory daemon did not answer within {limit:g} s "
             f"(last error: {self.last_error() or 'none logged'})",
             f"see {self.run_dir / 'daemon.log'}; `memory-agent stop` and retry",
         )
@@ -222,6 +229,13 @@ class DaemonClient:
     def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Call one tool (starting the daemon if needed); its structured result. Refusals
         raise `ToolCallError` with the daemon's code, message and fix."""
+        surrogate = lone_surrogate(arguments)
+        if surrogate is not None:  # the daemon could not even parse it: refuse it here
+            raise Invalid(
+                f"{surrogate[0]}: contains a lone surrogate (U+{ord(surrogate[1]):04X}), which "
+                "is not a character",
+                "pass valid Unicode text (UTF-8)",
+            )
         message = {
             "jsonrpc": "2.0",
             "id": next(self._ids),

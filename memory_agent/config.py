@@ -8,6 +8,7 @@ everything at a temporary home with one environment variable.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections import namedtuple
@@ -150,6 +151,21 @@ SETTINGS: tuple[Setting, ...] = (
         "The model name the summarizer endpoint expects.",
     ),
     Setting(
+        "start_timeout",
+        "MEMORY_AGENT_START_TIMEOUT",
+        60,
+        "Seconds a client (the proxy, the CLI, the browser) waits for a daemon it started to "
+        "answer before it reports `daemon`.",
+    ),
+    Setting(
+        "fault",
+        "MEMORY_AGENT_FAULT",
+        "",
+        "A test hook, never for normal use: `after-write` or `after-commit` kills the process "
+        "at that step of a write, `pause-rebuild` holds a rebuild before it embeds (until "
+        "<home>/run/fault-continue exists). Empty (default): none.",
+    ),
+    Setting(
         "qdrant_url",
         "MEMORY_AGENT_QDRANT_URL",
         "",
@@ -193,6 +209,9 @@ def _coerce(setting: Setting, value: Any) -> Any:
         try:
             return int(value)
         except ValueError as exc:
+            if setting.name == "start_timeout":  # seconds: a fraction is fine
+                with contextlib.suppress(ValueError):
+                    return float(value)
             raise _config_error(
                 f"{setting.env}={value!r}: {setting.name} must be a whole number",
                 f"set {setting.env} (or {setting.name} in config.toml) to a number",
@@ -237,6 +256,8 @@ def load(overrides: dict[str, Any] | None = None) -> Config:
             raise _config_error(
                 f"{config_file}: not valid TOML ({exc})", f"fix or delete {config_file}"
             ) from exc
+    if file_values:
+        _check_keys(file_values, config_file)
     for s in SETTINGS:
         if s.name in overrides:
             raw = overrides[s.name]
@@ -251,6 +272,31 @@ def load(overrides: dict[str, Any] | None = None) -> Config:
         values["embedder"] = installed_embedder()
     values["home"] = home
     return Config(values)
+
+
+def _check_keys(file_values: dict[str, Any], config_file: Path) -> None:
+    """Refuse a key config.toml holds that is not a setting: a typo (`embeder`) would
+    otherwise do nothing, silently. Names the nearest setting, or says it may come from a
+    newer version. Every setting is in `SETTINGS`, so this check grows with the table."""
+    names = [s.name for s in SETTINGS]
+    unknown = [k for k in file_values if k not in names]
+    if not unknown:
+        return
+    import difflib
+
+    key = unknown[0]
+    nearest = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    if nearest:
+        raise _config_error(
+            f"{config_file}: unknown key {key!r}; the nearest setting is {nearest[0]!r}",
+            f"rename {key!r} to {nearest[0]!r} in {config_file} (or delete the line); the "
+            "README's Configuration table lists every setting",
+        )
+    raise _config_error(
+        f"{config_file}: unknown key {key!r} (from a newer version of memory-agent?); "
+        f"this version's settings are {', '.join(names)}",
+        f"delete the line from {config_file}, or upgrade memory-agent if a newer version wrote it",
+    )
 
 
 _LINE = re.compile(
@@ -301,5 +347,7 @@ def write_setting(home: Path, name: str, value: str) -> bool:
         out.append(new)
     if out == lines:
         return False
-    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # owner-only, as the home
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("\n".join(out) + "\n")
     return True

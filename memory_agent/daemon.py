@@ -124,7 +124,7 @@ def build_app(service: Any, server_holder: dict[str, Any]):
     from starlette.requests import Request
     from starlette.responses import JSONResponse
 
-    from memory_agent.errors import describe
+    from memory_agent.errors import describe, http_status
     from memory_agent.tools import build_server
 
     mcp = build_server(service)
@@ -152,7 +152,7 @@ def build_app(service: Any, server_holder: dict[str, Any]):
             info = describe(exc)
             if info.code == "internal":
                 log.exception("admin call failed")
-            return JSONResponse({"error": info.as_json()}, status_code=500)
+            return JSONResponse({"error": info.as_json()}, status_code=http_status(info.code))
         return JSONResponse(reply)
 
     async def body(request: Request) -> dict[str, Any]:

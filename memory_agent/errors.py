@@ -49,6 +49,7 @@ __all__ = [
     "WriteFailed",
     "describe",
     "for_cli",
+    "http_status",
 ]
 
 
@@ -165,6 +166,17 @@ def describe(exc: BaseException, *, log_hint: str = "the daemon log") -> ErrorIn
         f"unexpected {type(exc).__name__}; this is a bug in memory-agent",
         f"see {log_hint} for the traceback, and report it",
     )
+
+
+# The HTTP status of each code on the daemon's admin routes (anything else: 500).
+HTTP_STATUS = {"invalid": 400, "not_found": 404, "read_only": 403, "conflict": 409,
+               "not_ready": 503, "model": 503, "index": 503, "document": 422}  # fmt: skip
+
+
+def http_status(code: str) -> int:
+    """The HTTP status that answers an error with this code: 4xx for the caller's mistakes,
+    503 for "not yet", 500 for the rest (a bug, git, a failed write)."""
+    return HTTP_STATUS.get(code, 500)
 
 
 # The CLI speaks of commands, not MCP tools.

@@ -20,6 +20,7 @@ The redo log and the request replies live in `memory_agent.intents`.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,6 @@ from memory_agent.kb import (
     ENTRY_TYPES,
     LINK_KINDS,
     Entry,
-    ValidationError,
     check_links,
     content_key,
     entry_path,
@@ -48,6 +48,9 @@ from ragcore import Document, Filter
 
 __all__ = ["DEDUP_THRESHOLDS", "Gateway"]
 
+log = logging.getLogger("memory_agent.gateway")
+PREVIEW_KEEP_S = 3600.0  # a confirm this soon after its preview writes the preview's times
+
 # Cosine similarity at or above which a new entry is a near-duplicate of an existing active
 # entry, per embedder. minilm: the middle of the gap between distinct/related entries (max
 # 0.775) and light rewordings (min 0.954) on the demo KB, experiments/dedup-threshold.
@@ -59,10 +62,25 @@ DEDUP_THRESHOLDS = {"minilm": 0.865, "bge-m3": 0.88}
 class Gateway:
     def __init__(self, memory: Memory):
         self.memory = memory
-        self.redo = RedoLog(memory.run_dir / "pending", memory.kb_dir)
+        self.redo = RedoLog(memory.run_dir / "pending", memory.kb_dir, memory.cfg.fault)
         self.requests = RequestLog(
             memory.run_dir / "requests", memory.clock, float(memory.cfg.request_ttl)
         )
+        self._previewed: dict[str, float] = {}  # a preview's time, by the call's fingerprint
+
+    def _when(self, tool: str, args: dict[str, Any], confirm: bool) -> float:
+        """The time a supersede or archive writes: a preview's time is kept, and a confirm
+        of the same call (same arguments, within PREVIEW_KEEP_S, same daemon) writes exactly
+        the timestamps that preview showed. Otherwise now."""
+        key, now = fingerprint(tool, args), self.memory.clock()
+        if not confirm:
+            self._previewed.pop(key, None)
+            self._previewed[key] = now
+            while len(self._previewed) > 100:
+                self._previewed.pop(next(iter(self._previewed)))
+            return now
+        shown = self._previewed.pop(key, None)
+        return shown if shown is not None and 0 <= now - shown <= PREVIEW_KEEP_S else now
 
     # -- plumbing -------------------------------------------------------------------------
     @property
@@ -103,6 +121,8 @@ class Gateway:
             from memory_agent.errors import describe
 
             info = describe(exc)
+            if info.code == "internal":  # its message names the daemon log: put it there
+                log.error("the index refresh after commit %s failed", commit, exc_info=exc)
             reply["generation"] = None
             self._remember(intent.request, reply)
             self.redo.done(intent)
@@ -186,12 +206,7 @@ class Gateway:
         path = entry_file(self.memory.kb_dir, entry_id) if "/" not in entry_id else None
         if path is None:
             raise NotFound(f"no entry with id {entry_id!r}")
-        try:
-            return path, read_entry(path)
-        except ValidationError as exc:
-            raise Invalid(
-                f"{entry_id}: the file on disk is invalid ({exc})", f"fix {path} by hand first"
-            ) from exc
+        return path, read_entry(path)  # a hand-broken file: InvalidFile, code `document`
 
     def _duplicate(self, title: str, body: str, exclude: set[str]) -> dict[str, Any] | None:
         """An active KB entry with the same normalised text, or a near-duplicate above the
@@ -228,6 +243,8 @@ class Gateway:
         if not isinstance(tags, list):
             raise Invalid("tags: must be a list of words", "pass tags like [git, testing]")
         cleaned = list(dict.fromkeys(str(t).strip() for t in tags if str(t).strip()))
+        for tag in cleaned:
+            limits.check_text("tags", tag, limits.MAX_TAG, one_line=True)
         if len(cleaned) > limits.MAX_TAGS:
             raise Invalid(
                 f"tags: {len(cleaned)} tags is over the limit of {limits.MAX_TAGS}",
@@ -257,7 +274,13 @@ class Gateway:
         return {kind: list(dict.fromkeys(targets)) for kind, targets in links.items()}
 
     def _new_entry(
-        self, title: Any, body: Any, entry_type: Any, tags: list[str], **extra: Any
+        self,
+        title: Any,
+        body: Any,
+        entry_type: Any,
+        tags: list[str],
+        now: float | None = None,
+        **extra: Any,
     ) -> Entry:
         if not isinstance(title, str) or not title.strip():
             raise Invalid("title: missing", "give the entry a one-line title")
@@ -277,7 +300,7 @@ class Gateway:
             title=title.strip(),
             type=entry_type,
             status="active",
-            created=iso(self.memory.clock()),
+            created=iso(self.memory.clock() if now is None else now),
             body=body.strip(),
             tags=tags,
             extra=extra,
@@ -395,7 +418,8 @@ class Gateway:
                 new_links = {k: [t for t in v if t != old.id] for k, v in new_links.items()}
                 new_links = {k: v for k, v in new_links.items() if v} or None
             new = self._new_entry(
-                title, body, new_type, new_tags, supersedes=[old.id],
+                title, body, new_type, new_tags, self._when("memory_supersede", args, confirm),
+                supersedes=[old.id],
                 **({"links": new_links} if new_links else {}),
             )  # fmt: skip
             old.status = "superseded"
@@ -440,6 +464,7 @@ class Gateway:
                 raise Invalid("reason: missing", "say why the entry is retired")
             limits.check_text("reason", reason, limits.MAX_REASON)
             reason = " ".join(reason.split())
+            limits.check_text("reason", reason, limits.MAX_REASON, one_line=True)
             if confirm:
                 replay, request = self._begin(
                     request_id, "memory_archive", {"id": entry_id, "reason": reason}
@@ -463,7 +488,8 @@ class Gateway:
                     f"archive {entry.extra.get('superseded_by')} if it is wrong",
                 )
             entry.status = "archived"
-            entry.extra.update(archived_at=iso(self.memory.clock()), archive_reason=reason)
+            when = self._when("memory_archive", {"id": entry_id, "reason": reason}, confirm)
+            entry.extra.update(archived_at=iso(when), archive_reason=reason)
             text = render_entry(entry)
             self._check_target(path)
             self._check_committed(path)

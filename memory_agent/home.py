@@ -80,6 +80,7 @@ class Home:
         old = os.umask(0o077)
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tightened = tighten(self.root, 0o700) + tighten(self.root / "config.toml", 0o600)
             for sub in SUBDIRS:
                 (self.root / sub).mkdir(mode=0o700, exist_ok=True)
             repo, created = KBRepo.init(self.kb_dir)
@@ -100,7 +101,21 @@ class Home:
             "created_repo": created,
             "demo_entries_added": len(added),
             "commit": commit,
+            "tightened": tightened,
         }
+
+
+def tighten(path: Path, mode: int) -> list[str]:
+    """Take group and other permissions off `path` (an existing home adopted by `init` may be
+    0755, its config.toml 0644); `["<path>: 0755 -> 0700"]` if it changed, else `[]`."""
+    try:
+        current = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        return []
+    if not current & 0o077:
+        return []
+    path.chmod(current & mode)
+    return [f"{path}: {current:04o} -> {current & mode:04o}"]
 
 
 def demo_entries(now: float) -> dict[str, str]:

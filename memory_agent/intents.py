@@ -45,14 +45,14 @@ from memory_agent.errors import Conflict, GitError, MemoryAgentError, WriteFaile
 from memory_agent.gitrepo import KBRepo
 from ragcore import atomic_write
 
-__all__ = ["FAULT_ENV", "Intent", "RedoLog", "RequestLog", "fingerprint"]
+__all__ = ["Intent", "RedoLog", "RequestLog", "fingerprint"]
 
-FAULT_ENV = "MEMORY_AGENT_FAULT"  # test hook: "after-write" or "after-commit" kills the process
 PRUNE_EVERY_S = 60.0
 
 
-def _fault(point: str) -> None:
-    if os.environ.get(FAULT_ENV) == point:
+def _fault(fault: str, point: str) -> None:
+    """The `fault` setting (a test hook): "after-write" or "after-commit" kills the process."""
+    if fault == point:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -188,9 +188,10 @@ def _fix(exc: BaseException, kb_dir: Path) -> str:
 
 
 class RedoLog:
-    def __init__(self, folder: Path, kb_dir: Path):
+    def __init__(self, folder: Path, kb_dir: Path, fault: str = ""):
         self.folder = folder
         self.kb_dir = kb_dir
+        self.fault = fault  # the `fault` setting, passed in
 
     def pending(self) -> list[Path]:
         return sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []
@@ -229,7 +230,7 @@ class RedoLog:
             for rel, text in intent.files.items():
                 written.append(rel)
                 atomic_write(self.kb_dir / rel, text, mode=0o600)
-            _fault("after-write")
+            _fault(self.fault, "after-write")
             commit = repo.commit_paths([self.kb_dir / r for r in intent.files], intent.message)
         except (OSError, GitError) as exc:
             problems = self.rollback(intent, written, repo)
@@ -248,7 +249,7 @@ class RedoLog:
         except BaseException:
             self.rollback(intent, written, repo)
             raise
-        _fault("after-commit")
+        _fault(self.fault, "after-commit")
         return commit
 
     def rollback(self, intent: Intent, written: list[str], repo: KBRepo) -> list[str]:

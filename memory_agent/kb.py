@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from memory_agent.errors import Invalid
-from memory_agent.limits import MAX_BODY, MAX_TITLE
+from memory_agent.limits import MAX_BODY, MAX_TITLE, not_one_line
 from ragcore import Document, normalize_text
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "LINK_KINDS",
     "STATUSES",
     "Entry",
+    "InvalidFile",
     "ValidationError",
     "check_id",
     "check_links",
@@ -70,6 +71,19 @@ class ValidationError(Invalid):
     def __init__(self, problems: list[str]):
         self.problems = problems
         super().__init__("invalid entry: " + "; ".join(problems), "correct the fields named above")
+
+
+class InvalidFile(ValidationError):
+    """A file in the KB that is not a valid entry (bad frontmatter written by hand): the
+    caller's request was fine, the file is not - code `document`, the fix names the file."""
+
+    code = "document"
+
+    def __init__(self, problems: list[str], path: Path):
+        super().__init__(problems)
+        self.message = f"{path} is not a valid entry: " + "; ".join(problems)
+        self.args = (self.message,)
+        self.fix = f"fix {path} by hand (or `git -C {path.parent.parent} checkout -- {path}`)"
 
 
 def _parse_time(value: Any) -> dt.datetime | None:
@@ -187,7 +201,7 @@ def validate(meta: dict[str, Any], body: str) -> list[str]:
     if title not in (None, ""):
         if not isinstance(title, str):
             problems.append("title: must be text")
-        elif len(title) > MAX_TITLE or any(ord(c) < 32 or ord(c) == 127 for c in title):
+        elif len(title) > MAX_TITLE or any(not_one_line(c) for c in title):
             problems.append(
                 f"title: must be one line of at most {MAX_TITLE} characters, without "
                 "control characters"
@@ -336,15 +350,19 @@ def parse_entry(text: str, source: str = "<text>") -> Entry:
 
 
 def read_entry(path: Path) -> Entry:
+    """The entry in a KB file; `InvalidFile` (code `document`) if the file is not one."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise ValidationError([f"{path}: cannot read ({exc.strerror})"]) from exc
+        raise InvalidFile([f"cannot read ({exc.strerror})"], path) from exc
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ValidationError([f"{path}: not UTF-8; convert it with iconv -t UTF-8"]) from exc
-    return parse_entry(text, str(path))
+        raise InvalidFile(["not UTF-8; convert it with iconv -t UTF-8"], path) from exc
+    try:
+        return parse_entry(text, str(path))
+    except ValidationError as exc:
+        raise InvalidFile(exc.problems, path) from exc
 
 
 def entry_path(kb_dir: Path, entry_type: str, entry_id: str) -> Path:

@@ -15,7 +15,6 @@ The read side of the tools is `memory_agent.reads` (search, get, history); write
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,14 +34,13 @@ from ragcore import CachedEmbedder, Document, EmbeddingCache, Index, IndexError_
 
 __all__ = ["DEMO_KB", "KB_SOURCE", "Memory", "SourceStatus"]
 
-FAULT_ENV = "MEMORY_AGENT_FAULT"  # test hook: "pause-rebuild" holds a rebuild before it embeds
 RESCAN_EVERY_S = 1.0  # without a change signal, a resident memory rescans at most this often
 
 
-def _pause_point(name: str, run_dir: Path) -> None:
-    """Test hook: with MEMORY_AGENT_FAULT=<name>, wait (at most 60 s) until
+def _pause_point(fault: str, name: str, run_dir: Path) -> None:
+    """Test hook: with the `fault` setting = <name>, wait (at most 60 s) until
     `run/fault-continue` exists, so a test can act while this step is in progress."""
-    if os.environ.get(FAULT_ENV) != name:
+    if fault != name:
         return
     (run_dir / f"fault-{name}").touch()
     deadline = time.monotonic() + 60
@@ -314,7 +312,7 @@ class Memory:
         hold = hold if hold is not None else contextlib.nullcontext()
         with hold, self.session():
             docs = self.all_documents()
-        _pause_point("pause-rebuild", self.run_dir)
+        _pause_point(self.cfg.fault, "pause-rebuild", self.run_dir)
         with self.session():
             prepared = self.index.prepare(docs)
         with hold, self.session():

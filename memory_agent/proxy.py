@@ -27,6 +27,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import re
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -35,8 +36,8 @@ from typing import Any
 
 from memory_agent import __version__
 from memory_agent.client import DaemonClient, too_large
-from memory_agent.errors import DaemonError, ErrorInfo, MemoryAgentError, NotReady
-from memory_agent.limits import MAX_MESSAGE_BYTES
+from memory_agent.errors import DaemonError, ErrorInfo, Invalid, MemoryAgentError, NotReady
+from memory_agent.limits import MAX_MESSAGE_BYTES, lone_surrogate
 
 __all__ = ["TOOLS_SNAPSHOT", "run_proxy"]
 
@@ -89,7 +90,11 @@ class Proxy:
         self.caller: str | None = None
 
     def write(self, obj: dict[str, Any]) -> None:
-        line = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        try:
+            line = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # an id or text with a lone surrogate: escape it
+            line = json.dumps(obj, separators=(",", ":"))
         with self.out_lock:
             self.out.write(line + "\n")
             self.out.flush()
@@ -117,10 +122,14 @@ class Proxy:
         try:
             message = json.loads(line)
         except ValueError:
-            self.error(None, -32700, "parse error: one JSON-RPC object per line")
+            self.error(_lenient_id(line), -32700, "parse error: one JSON-RPC object per line")
             return
         if not isinstance(message, dict):
             self.error(None, -32600, "invalid request: one JSON-RPC object per line")
+            return
+        surrogate = lone_surrogate(message.get("params"), "params")
+        if surrogate is not None:
+            self._refuse_surrogate(message, *surrogate)
             return
         try:
             if len(line.encode("utf-8")) > MAX_MESSAGE_BYTES:
@@ -137,6 +146,17 @@ class Proxy:
                     f"retry; see {self.client.run_dir / 'daemon.log'} if it keeps failing",
                 ),
             )
+
+    def _refuse_surrogate(self, message: dict[str, Any], where: str, char: str) -> None:
+        """A string holding a lone surrogate (`"\\ud800"`, or bytes that are not UTF-8) cannot
+        be forwarded: answer the request with its id, naming the argument."""
+        where = where.removeprefix("params.")
+        text = (f"{where}: contains a lone surrogate (U+{ord(char):04X}), which is not a "
+                "character; nothing was done")  # fmt: skip
+        if message.get("method") == "tools/call":
+            self.fail(message, Invalid(text, "send valid Unicode text (UTF-8)"))
+        elif "id" in message:
+            self.error(message["id"], -32602, f"invalid params: {text}")
 
     def _no_home(self, message: dict[str, Any]) -> None:
         """Serve a home that has no knowledge base: answer at once, never start a daemon."""
@@ -219,7 +239,25 @@ def run_proxy(home: Path) -> int:
     else:
         log.error("no knowledge base at %s: run `memory-agent init`", home / "kb")
     with ThreadPoolExecutor(max_workers=4) as pool:
-        for line in sys.stdin:
-            if line.strip():
-                pool.submit(proxy.handle, line.strip())
+        # Bytes, decoded here: a line that is not UTF-8 keeps its bad bytes as surrogates
+        # (refused with the request's id) instead of ending the session.
+        for raw in sys.stdin.buffer:
+            line = raw.decode("utf-8", "surrogateescape").strip()
+            if line:
+                pool.submit(proxy.handle, line)
     return 0
+
+
+_ID = re.compile(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+
+
+def _lenient_id(line: str) -> Any:
+    """The id of a message that is not valid JSON, if one can be read (so the client's
+    request is answered); None otherwise."""
+    found = _ID.search(line)
+    if found is None:
+        return None
+    try:
+        return json.loads(found.group(1))
+    except ValueError:
+        return None

@@ -89,6 +89,12 @@ def as_of_cutoff(as_of: str) -> float:
         day = dt.date.fromisoformat(str(as_of))
     except ValueError as exc:
         raise Invalid(f"as_of: {as_of!r} is not a date", "use YYYY-MM-DD, e.g. 2026-06-30") from exc
+    if day >= dt.date.max:  # its end is past the last day a datetime can hold
+        raise Invalid(
+            f"as_of: {as_of} is past the last date the memory can answer for "
+            f"({dt.date.max - dt.timedelta(days=1)})",
+            "pass an earlier date, or leave as_of out for the memory as it stands now",
+        )
     end = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC) + dt.timedelta(days=1)
     return end.timestamp() - 0.001
 

@@ -96,7 +96,10 @@ class Service:
             info = describe(exc)
             self._model_error = info.message
             self._model_fix = info.fix
-            log.error("model failed to load: %s", self._model_error)
+            log.error(
+                "model failed to load: %s", self._model_error,
+                exc_info=exc if info.code == "internal" else None,
+            )  # fmt: skip
             self._model_ready.set()
             return
         try:
@@ -122,7 +125,9 @@ class Service:
                 )
         except Exception as exc:
             self.repair_error = f"{type(exc).__name__}: {exc}"
-            log.error("could not finish the pending writes yet: %s", self.repair_error)
+            log.error(
+                "could not finish the pending writes yet: %s", self.repair_error, exc_info=exc
+            )
 
     def wait_for_model(self) -> None:
         self.start_model_load()
@@ -179,7 +184,9 @@ class Service:
             if report["promoted"] or report["proposed"]:
                 log.info("gate: %s", report)
         except Exception as exc:  # noqa: BLE001 - logged; the next event tries again
-            log.warning("gate failed: %s", describe(exc).message)
+            info = describe(exc)
+            log.warning("gate failed: %s", info.message,
+                        exc_info=exc if info.code == "internal" else None)  # fmt: skip
 
     def run_gate(self) -> dict[str, Any]:
         self.touch()

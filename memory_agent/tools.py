@@ -18,7 +18,7 @@ import logging
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
@@ -75,7 +75,7 @@ BodyArg = Annotated[
     ),
 ]
 TagsArg = Annotated[
-    list[Annotated[str, Field(max_length=40)]] | None,
+    list[Annotated[str, Field(max_length=limits.MAX_TAG)]] | None,
     Field(
         description="Short words to filter by, e.g. ['ci', 'python'].", max_length=limits.MAX_TAGS
     ),
@@ -91,7 +91,10 @@ RequestIdArg = Annotated[
 ]
 ConfirmArg = Annotated[
     bool,
-    Field(description="false (default): only preview the files, write nothing. true: write."),
+    Field(
+        description="false (default): only preview the files, write nothing. true: write.",
+        strict=True,
+    ),
 ]
 LinksArg = Annotated[
     dict[
@@ -109,7 +112,8 @@ ForceArg = Annotated[
     bool,
     Field(
         description="true: write even though a near-duplicate exists (it is named in the commit "
-        "message). Use only when the near-duplicate says something different."
+        "message). Use only when the near-duplicate says something different.",
+        strict=True,
     ),
 ]
 
@@ -133,11 +137,14 @@ def _validation_info(exc: ValidationError) -> ErrorInfo:
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
-    """Unwrap the SDK's `ToolError` to what was raised, then describe it."""
+    """Unwrap the SDK's `ToolError` to what was raised, then describe it. A pydantic error is
+    the caller's only when the SDK says so (a plain `ToolError`: the arguments failed the input
+    schema); under `UnexpectedToolError` it is a reply that failed its own output schema - a
+    bug, `internal`."""
     seen = exc
     while isinstance(seen, ToolError) and seen.__cause__ is not None:
         seen = seen.__cause__
-    if isinstance(seen, ValidationError):
+    if isinstance(seen, ValidationError) and not isinstance(exc, UnexpectedToolError):
         return _validation_info(seen)
     if isinstance(seen, ToolError):  # the SDK's own refusal (an unknown tool)
         text = str(seen).removeprefix("Error executing tool ").strip()
@@ -214,7 +221,8 @@ def build_server(service: Service) -> MCPServer:
             ),
         ],
         limit: Annotated[
-            int, Field(description="How many hits to return.", ge=1, le=limits.MAX_LIMIT)
+            int,
+            Field(description="How many hits to return.", ge=1, le=limits.MAX_LIMIT, strict=True),
         ] = 8,
         types: Annotated[
             list[EntryType] | None,
@@ -225,20 +233,28 @@ def build_server(service: Service) -> MCPServer:
             Field(description="Only entries with any of these tags.", max_length=limits.MAX_TAGS),
         ] = None,
         include_readonly: Annotated[
-            bool, Field(description="Include read-only project docs (writable: false).")
+            bool,
+            Field(description="Include read-only project docs (writable: false).", strict=True),
         ] = True,
         include_archived: Annotated[
-            bool, Field(description="Include archived entries (retired, kept for the record).")
+            bool,
+            Field(
+                description="Include archived entries (retired, kept for the record).", strict=True
+            ),
         ] = False,
         include_episodes: Annotated[
             bool,
             Field(
                 description="Include episodes: turns of earlier agent sessions captured by the "
-                "hooks (what was asked, which tools ran, what failed, the answer)."
+                "hooks (what was asked, which tools ran, what failed, the answer).",
+                strict=True,
             ),
         ] = False,
         explain: Annotated[
-            bool, Field(description="Add `why` to each hit: every channel and ranking signal.")
+            bool,
+            Field(
+                description="Add `why` to each hit: every channel and ranking signal.", strict=True
+            ),
         ] = False,
         as_of: Annotated[
             str | None,
@@ -331,7 +347,7 @@ def build_server(service: Service) -> MCPServer:
             EntryType | None, Field(description="Default: the old entry's type.")
         ] = None,
         tags: Annotated[
-            list[Annotated[str, Field(max_length=40)]] | None,
+            list[Annotated[str, Field(max_length=limits.MAX_TAG)]] | None,
             Field(description="Default: the old entry's tags.", max_length=limits.MAX_TAGS),
         ] = None,
         confirm: ConfirmArg = False,
@@ -402,7 +418,8 @@ def build_server(service: Service) -> MCPServer:
     def memory_set_importance(
         id: IdArg,
         importance: Annotated[
-            int, Field(description="1 (minor) to 10 (must not be missed).", ge=1, le=10)
+            int,
+            Field(description="1 (minor) to 10 (must not be missed).", ge=1, le=10, strict=True),
         ],
         note: Annotated[
             str | None, Field(description="Why it matters.", max_length=limits.MAX_NOTE)

@@ -186,7 +186,10 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
                 )
             )
         except Exception as exc:  # noqa: BLE001
-            return page(pages.search(q, None, ENTRY_TYPES, error=describe(exc)), 400)
+            info = describe(exc, log_hint="the terminal that runs `memory-agent ui`")
+            if info.code == "internal":
+                log.error("search failed", exc_info=exc)
+            return page(pages.search(q, None, ENTRY_TYPES, error=info), 400)
         return page(pages.search(q, reply, ENTRY_TYPES))
 
     async def entries(request: Request) -> Response:

@@ -21,6 +21,19 @@ queries are those benchmarks' dev queries. Without ../shared a seeded word-salad
 and word-salad queries stand in. Homes and the embedding cache live in --work (default
 /tmp/memory-agent-bench) so a second run embeds nothing: the first 100k index embeds every
 entry once (tens of minutes on 2 cores).
+
+Many agents at once (issue 18):
+
+    .venv/bin/python benchmarks/daemon.py --clients 1,10,20 [--entries 1000,10000]
+        [--duration 10] [--runs 3] [--modes search,mixed] [--work DIR] [--json]
+
+N clients, each a real `memory-agent proxy` subprocess with its own MCP session, search back to
+back (closed loop, the dev queries in turn) for `--duration` seconds after a common start;
+`mixed` adds one more client that adds entries back to back for the same window. Only
+successful replies count. Per (entries, clients, mode) it prints search p50 / p95, searches
+per second, and for `mixed` the adds done and add p50 / p95: the median of `--runs` runs (each
+figure its own median). One daemon serves every run of a size; the entries a `mixed` run adds
+stay (a few hundred at most).
 """
 
 from __future__ import annotations
@@ -32,6 +45,7 @@ import random
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -144,9 +158,7 @@ def embed_p50(queries: list[str], cache: Path) -> float:
     return pct(times, 0.5)
 
 
-def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]:
-    out: dict[str, float] = {"entries": size}
-    home = args.work / f"home-{size}"
+def bench_env(home: Path, args: argparse.Namespace) -> dict[str, str]:
     env = dict(
         os.environ,
         MEMORY_AGENT_HOME=str(home),
@@ -156,19 +168,198 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
         MEMORY_AGENT_START_TIMEOUT="3600",
     )
     os.environ.update({k: env[k] for k in ("MEMORY_AGENT_CACHE", "MEMORY_AGENT_START_TIMEOUT")})
-    client = DaemonClient(home, timeout=7200)
-    client.stop(wait=True)
+    return env
+
+
+def reset_home(home: Path, size: int, text: Text) -> None:
+    """Write the KB of `size` entries once; on a rerun drop what earlier runs added."""
     if not (home / "kb" / ".git").exists():
         print(f"[{size}] writing {size} entries", file=sys.stderr)
         text.rng.seed(size)
         make_kb(home, size, text)
-    else:  # a rerun: drop the entries earlier runs added, keep the KB as generated
-        git = ["git", "-C", str(home / "kb")]
-        base = subprocess.run(
-            [*git, "log", "--format=%H", "--grep=^bench entries$"], capture_output=True, text=True
-        ).stdout.split()[0]
-        subprocess.run([*git, "reset", "-q", "--hard", base], check=True)
-        subprocess.run([*git, "clean", "-qfdx"], check=True)
+        return
+    git = ["git", "-C", str(home / "kb")]
+    base = subprocess.run(
+        [*git, "log", "--format=%H", "--grep=^bench entries$"], capture_output=True, text=True
+    ).stdout.split()[0]
+    subprocess.run([*git, "reset", "-q", "--hard", base], check=True)
+    subprocess.run([*git, "clean", "-qfdx"], check=True)
+
+
+def _client_loop(
+    home: Path, env: dict[str, str], work: list[tuple[str, dict]], start: threading.Barrier,
+    stop_at: list[float], out: dict[str, list[float]], failures: list[str],
+) -> None:  # fmt: skip
+    """One client: its own proxy process and MCP session; calls `work` in turn until the
+    window closes. Only successful replies are timed."""
+    s = ProxySession(home, env=env)
+    try:
+        s.initialize()
+        s.call(work[0][0], **work[0][1]) if work[0][0] == "memory_search" else None
+        start.wait()
+        i = 0
+        while time.perf_counter() < stop_at[0]:
+            name, arguments = work[i % len(work)]
+            i += 1
+            t = time.perf_counter()
+            try:
+                reply = s.call(name, **arguments)
+            except Exception as exc:  # noqa: BLE001 - a failed call is counted, not timed
+                failures.append(f"{name}: {type(exc).__name__}: {exc}")
+                continue
+            elapsed = (time.perf_counter() - t) * 1000
+            ok = not reply.get("isError") and (
+                name != "memory_add"
+                or (reply.get("structuredContent") or {}).get("status") in ("created", "duplicate")
+            )
+            if ok and t + elapsed / 1000 <= stop_at[0] + 5:
+                out[name].append(elapsed)
+            elif not ok:
+                failures.append(f"{name}: {str(reply.get('structuredContent'))[:200]}")
+    finally:
+        s.close()
+
+
+def concurrent_window(
+    home: Path, env: dict[str, str], clients: int, writer: bool, duration: float,
+    queries: list[str], text: Text, seed: int,
+) -> dict[str, float]:  # fmt: skip
+    """One window: `clients` searchers (and one writer) closed-loop for `duration` seconds."""
+    out: dict[str, list[float]] = {"memory_search": [], "memory_add": []}
+    failures: list[str] = []
+    threads = []
+    start = threading.Barrier(clients + int(writer) + 1)
+    stop_at = [float("inf")]
+    for c in range(clients):
+        mine = queries[c::clients] or queries
+        work = [("memory_search", {"query": q, "limit": 8}) for q in mine]
+        threads.append(
+            threading.Thread(
+                target=_client_loop, args=(home, env, work, start, stop_at, out, failures)
+            )
+        )
+    if writer:
+        text.rng.seed(seed)
+        adds = []
+        for n in range(5000):
+            title, body = text.entry(30_000_000 + seed * 10_000 + n)
+            adds.append(("memory_add", {"title": title, "body": body, "force": True}))
+        threads.append(
+            threading.Thread(
+                target=_client_loop, args=(home, env, adds, start, stop_at, out, failures)
+            )
+        )
+    for th in threads:
+        th.start()
+    start.wait(timeout=600)
+    began = time.perf_counter()
+    stop_at[0] = began + duration
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - began
+    searches, adds_ms = out["memory_search"], out["memory_add"]
+    row = {
+        "search_p50_ms": pct(searches, 0.5) if searches else float("nan"),
+        "search_p95_ms": pct(searches, 0.95) if searches else float("nan"),
+        "searches_per_s": len(searches) / wall,
+        "searches": float(len(searches)),
+        "failures": float(len(failures)),
+    }
+    if writer:
+        row["adds"] = float(len(adds_ms))
+        row["add_p50_ms"] = pct(adds_ms, 0.5) if adds_ms else float("nan")
+        row["add_p95_ms"] = pct(adds_ms, 0.95) if adds_ms else float("nan")
+    for f in failures[:3]:
+        print(f"  failure: {f}", file=sys.stderr)
+    return row
+
+
+def measure_clients(size: int, args: argparse.Namespace, text: Text) -> list[dict[str, float]]:
+    """Search p50 / p95 and throughput with 1..N concurrent proxies, idle and with a writer."""
+    home = args.work / f"home-{size}"
+    env = bench_env(home, args)
+    client = DaemonClient(home, timeout=7200)
+    client.stop(wait=True)
+    reset_home(home, size, text)
+    print(f"[{size}] index (cached embeddings make reruns cheap)", file=sys.stderr)
+    client.ensure()
+    client.admin("sync")
+    queries = text.queries[: max(args.searches, 200)]
+    rows = []
+    for clients in (int(x) for x in args.clients.split(",")):
+        for mode in args.modes.split(","):
+            runs = []
+            for run in range(args.runs):
+                runs.append(
+                    concurrent_window(
+                        home,
+                        env,
+                        clients,
+                        mode == "mixed",
+                        args.duration,
+                        queries,
+                        text,
+                        seed=size + 1000 * clients + 17 * run + (mode == "mixed"),
+                    )  # fmt: skip
+                )
+                print(f"[{size}] {clients} client(s) {mode} run {run + 1}: {runs[-1]}",
+                      file=sys.stderr)  # fmt: skip
+            row = {
+                "entries": float(size),
+                "clients": float(clients),
+                "mixed": float(mode == "mixed"),
+            }
+            for key in runs[0]:
+                values = sorted(r[key] for r in runs)
+                row[key] = values[len(values) // 2]
+            rows.append(row)
+            if args.json:
+                print(json.dumps({k: round(v, 2) for k, v in row.items()}), flush=True)
+    client.stop(wait=True)
+    return rows
+
+
+def report_clients(rows: list[dict[str, float]], args: argparse.Namespace, real: bool) -> None:
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line),
+        "?",
+    )
+    print(
+        f"concurrent proxies, MiniLM, limit 8, {os.cpu_count()} cores ({cpu}), "
+        f"{'SciFact/LoCoMo text and queries' if real else 'word-salad text'}, "
+        f"{args.duration:g} s windows, median of {args.runs} runs"
+    )
+    print(
+        "| entries | clients | mode | search p50 / p95 | p95 / 1-client p95 | searches/s "
+        "| adds (p50 / p95) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    single = {
+        int(r["entries"]): r["search_p95_ms"] for r in rows if r["clients"] == 1 and not r["mixed"]
+    }
+    for r in rows:
+        base = single.get(int(r["entries"]))
+        ratio = f"{r['search_p95_ms'] / base:.1f}x" if base else "-"
+        adds = (
+            f"{int(r['adds'])} ({r['add_p50_ms']:.0f} / {r['add_p95_ms']:.0f} ms)"
+            if r["mixed"]
+            else "-"
+        )
+        print(
+            f"| {int(r['entries']):,} | {int(r['clients'])} | "
+            f"{'search + 1 writer' if r['mixed'] else 'search'} "
+            f"| {r['search_p50_ms']:.1f} / {r['search_p95_ms']:.1f} ms | {ratio} "
+            f"| {r['searches_per_s']:.1f} | {adds} |"
+        )
+
+
+def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]:
+    out: dict[str, float] = {"entries": size}
+    home = args.work / f"home-{size}"
+    env = bench_env(home, args)
+    client = DaemonClient(home, timeout=7200)
+    client.stop(wait=True)
+    reset_home(home, size, text)
     shutil.rmtree(home / "index", ignore_errors=True)
     shutil.rmtree(home / "events", ignore_errors=True)
     shutil.rmtree(home / "run" / "requests", ignore_errors=True)
@@ -273,9 +464,20 @@ def main() -> None:
     parser.add_argument("--fd-adds", type=int, default=0, help="adds between the fd counts")
     parser.add_argument("--work", type=Path, default=Path("/tmp/memory-agent-bench"))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--clients", default="", help="concurrent proxies, e.g. 1,10,20")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per window")
+    parser.add_argument("--runs", type=int, default=3, help="windows per setting (median)")
+    parser.add_argument("--modes", default="search,mixed", help="search and/or mixed")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     text = Text()
+    if args.clients:
+        crows: list[dict[str, float]] = []
+        for size in (int(x) for x in args.entries.split(",")):
+            crows += measure_clients(size, args, text)
+        if not args.json:
+            report_clients(crows, args, text.real)
+        return
     rows = []
     for size in (int(x) for x in args.entries.split(",")):
         rows.append(measure(size, args, text))

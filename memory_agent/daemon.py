@@ -34,6 +34,7 @@ from memory_agent.errors import AlreadyRunning, DaemonError
 __all__ = ["AlreadyRunning", "run_daemon"]
 
 log = logging.getLogger("memory_agent.daemon")
+WORKER_THREADS = 128  # calls served at once (each a thread; a search holds no lock)
 
 
 class RepeatFilter(logging.Filter):
@@ -241,6 +242,15 @@ def _server_class():
     class Server(uvicorn.Server):
         """uvicorn re-raises SIGTERM after a graceful shutdown (exit status -15); for us SIGTERM
         is the normal way to stop: finish the work in flight, clean up, exit 0."""
+
+        async def startup(self, sockets=None) -> None:
+            # Sync tools and admin routes run in anyio's worker threads (40 by default).
+            # Writes wait for the write lock in theirs; with enough threads a queue of writes
+            # can never take every thread and leave searches waiting for one.
+            import anyio.to_thread
+
+            anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
+            await super().startup(sockets=sockets)
 
         def handle_exit(self, sig, frame) -> None:
             if self.should_exit and sig == signal.SIGINT:

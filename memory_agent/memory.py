@@ -10,11 +10,17 @@ Two ways to run:
 
 The read side of the tools is `memory_agent.reads` (search, get, history); writes go through
 `memory_agent.gateway`; creating a home is `memory_agent.home`.
+
+Threads (the daemon serves calls concurrently): `write_lock` serialises everything that
+changes the index - a write, a sync, a rebuild's scan and switch. Reads take no lock: they
+answer from the index's published snapshot (`Index.snapshot`). A read first syncs only if no
+write is in flight (`sync_for_read`); otherwise the write in flight applies the changed files.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,6 +92,7 @@ class Memory:
         self.clock = clock or Clock.from_setting(self.cfg.clock)
         self._keys: dict[str, set[str]] | None = None  # content key -> active KB entry ids
         self._graph: tuple[int, dict[str, list[tuple[str, str]]]] | None = None
+        self.write_lock = threading.RLock()  # writers only; reads never take it
 
     # -- setup ------------------------------------------------------------------------------
     def require_home(self) -> None:
@@ -161,7 +168,25 @@ class Memory:
     # -- keeping the index in line with the files ------------------------------------------
     def sync(self) -> dict[str, Any]:
         """Bring the index in line with the files (build it if there is none yet). A resident
-        memory watches the files; without a change signal it rescans at most once a second."""
+        memory watches the files; without a change signal it rescans at most once a second.
+        A change of the index: it holds the write lock."""
+        with self.write_lock:
+            return self._sync()
+
+    def sync_for_read(self) -> dict[str, Any] | None:
+        """A sync before a read, unless a write is in flight (then None: the read answers from
+        the live snapshot and the write applies what changed). Waits only while there is no
+        index yet (its first build)."""
+        if not self.write_lock.acquire(blocking=False):
+            if self.index.exists():
+                return None
+            self.write_lock.acquire()
+        try:
+            return self._sync()
+        finally:
+            self.write_lock.release()
+
+    def _sync(self) -> dict[str, Any]:
         index = self.index
         if not index.exists():
             changes = self.scanner.full(lambda _: None, lambda: (), self.scanner.current_corpora())
@@ -214,12 +239,16 @@ class Memory:
                 return doc_id
         return None
 
-    def link_graph(self) -> dict[str, list[tuple[str, str]]]:
-        """The link graph of the index, rebuilt only when the index changed."""
-        revision = self.index.revision
-        if self._graph is None or self._graph[0] != revision:
-            self._graph = (revision, reads.link_graph(self.index))
-        return self._graph[1]
+    def link_graph(self, index: Any = None) -> dict[str, list[tuple[str, str]]]:
+        """The link graph of the index (or of one `Index.snapshot()`), rebuilt only when the
+        index changed."""
+        index = self.index.snapshot() if index is None else index
+        revision = index.revision
+        cached = self._graph
+        if cached is None or cached[0] != revision:
+            cached = (revision, reads.link_graph(index))
+            self._graph = cached  # one assignment: a reader sees the old pair or the new
+        return cached[1]
 
     def all_documents(self) -> list[Document]:
         """Every document on disk, read now (for a rebuild)."""
@@ -307,9 +336,10 @@ class Memory:
             }
 
     def rebuild(self, hold: Any = None) -> dict[str, Any]:
-        """A fresh generation from the files. `hold` (the daemon's service lock) is taken only
-        to scan and to switch: searches keep answering from the live generation meanwhile."""
-        hold = hold if hold is not None else contextlib.nullcontext()
+        """A fresh generation from the files. `hold` (the write lock) is taken only to scan and
+        to switch: writes wait for those steps; searches never wait (they answer from the live
+        snapshot until the new generation is published)."""
+        hold = hold if hold is not None else self.write_lock
         with hold, self.session():
             docs = self.all_documents()
         _pause_point(self.cfg.fault, "pause-rebuild", self.run_dir)

@@ -1,7 +1,9 @@
 """The read side of the tools: search, get, history. Each takes the `Memory` it reads from.
 
 Search is relevance from ragcore, then the dynamics of `memory_agent.ranking` on top; it
-returns, with its hits, the channel that ranked each one best (for the usage log).
+returns, with its hits, the channel that ranked each one best (for the usage log). A search
+reads one `Index.snapshot()` from start to end and takes no lock: writes in flight never make
+it wait, and it sees each of them whole or not at all.
 """
 
 from __future__ import annotations
@@ -305,13 +307,13 @@ def run_search(
     cutoff = check_search(query, limit, types, tags, as_of)
     with memory.session():
         if use_dense:
-            memory.sync()
+            memory.sync_for_read()  # skipped while a write is in flight: it applies the changes
         elif not memory.index.exists():
             raise NotReady(
                 "the first index of this home is not built yet (the model is loading)",
                 "retry in a few seconds",
             )
-        index = memory.index
+        index = memory.index.snapshot()  # one state for the whole search; no lock
         doc_ids = standing_at(index, cutoff) if cutoff is not None else None
         sources = memory.search_sources(include_readonly, include_episodes)
         flt = default_filter(types, tags, include_archived, doc_ids, sources)
@@ -322,7 +324,7 @@ def run_search(
             limit=limit,
             stats=memory.stats,
             now=memory.clock(),
-            graph=memory.link_graph(),
+            graph=memory.link_graph(index),
             explain=explain,
             use_dense=use_dense,
         )

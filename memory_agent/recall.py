@@ -63,8 +63,8 @@ def recall(memory, prompt: str, session: str | None, *, limit: int = 6) -> Recal
     query = prompt.strip()[:QUERY_CHARS]
     own = f"{EPISODES}/{session_name(session)}/" if session else None
     with memory.session():
-        memory.sync()
-        index = memory.index
+        memory.sync_for_read()  # never waits for a write in flight
+        index = memory.index.snapshot()
         flt = default_filter(sources=memory.search_sources(include_episodes=True))
         found = rank(
             index,
@@ -73,7 +73,7 @@ def recall(memory, prompt: str, session: str | None, *, limit: int = 6) -> Recal
             limit=limit * 3,
             stats=memory.stats,
             now=memory.clock(),
-            graph=memory.link_graph(),
+            graph=memory.link_graph(index),
             config=SearchConfig(mmr_lambda=MMR_LAMBDA),
         )
         hits = [h for h in found.reply["hits"] if not (own and h["id"].startswith(own))]

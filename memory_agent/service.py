@@ -1,7 +1,16 @@
-"""`Service`: what the daemon serves — one `Memory`, one model, all calls serialised.
+"""`Service`: what the daemon serves — one `Memory`, one model, calls served concurrently.
 
-- One lock serialises every call into the memory (qdrant-client's local mode is not
-  thread-safe, and writes must be serialised anyway).
+- Reads never wait for writes. Search, get, history, the recall hook, status and the browser's
+  routes take no lock: they answer from the index's published snapshot (`Index.snapshot`),
+  which a write replaces whole when it is done, so a read sees each write whole or not at all.
+- Writes are serialised among themselves by `lock` (the memory's write lock): add, supersede,
+  archive, gc, sync, a rebuild's scan and switch, the gate's writes. A write's reply comes
+  after its snapshot is published: a search sent after the reply sees the write.
+- Embedding happens outside any lock: a write's chunks are embedded (into the embedding
+  cache) before it takes the write lock, so the write itself finds them cached; a search
+  embeds its query with no lock held (ONNX Runtime and numpy release the GIL).
+- The gate's runs are serialised among themselves (`_gate_lock`); its journal parse and
+  summarizer hold no other lock, and its gateway writes take the write lock.
 - The model loads in the background on first use (or at start with `preload`). While it
   loads, `search` answers from the lexical channel at once and says so (`degraded`); writes wait
   for the model *before* taking the lock, so they never hold searches up.
@@ -24,11 +33,33 @@ from memory_agent.gate import Gate
 from memory_agent.gateway import Gateway
 from memory_agent.memory import Memory
 from memory_agent.reads import Found, run_search
+from ragcore import Document, chunk_document
 
 __all__ = ["Service"]
 
 log = logging.getLogger("memory_agent.service")
 QUERY_LOG_CHARS = 500  # a query is logged (usage events) up to this many characters
+
+
+class _LockedGateway:
+    """The gateway as the gate sees it: each write embeds its text first (no lock), then runs
+    under the write lock; the gate's own work (journal parse, summarizer) holds no lock."""
+
+    def __init__(self, service: Service):
+        self._service = service
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._service.gateway, name)
+        if name not in ("add", "supersede", "archive", "archive_many"):
+            return attr
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            self._service._pre_embed(kwargs.get("title", args[0] if args else None),
+                                     kwargs.get("body", args[1] if len(args) > 1 else None))  # fmt: skip
+            with self._service.lock:
+                return attr(*args, **kwargs)
+
+        return locked
 
 
 class Service:
@@ -59,9 +90,12 @@ class Service:
                 log.info("journal: compacted %d idle session file(s)", len(compacted))
         except OSError as exc:
             log.warning("journal: compaction failed (%s); it is retried at the next start", exc)
-        self.lock = threading.RLock()
+        self.lock = memory.write_lock  # writes only: reads never take it
         self._rebuild_lock = threading.Lock()
-        self.gate = Gate(memory, self.gateway, events=self._event)
+        self._stats_lock = threading.Lock()  # the live usage stats, changed by every read
+        self._gate_lock = threading.Lock()  # one gate run (or accept, reject) at a time
+        self._start_lock = threading.Lock()  # the model-load thread and the gate timer
+        self.gate = Gate(memory, _LockedGateway(self), events=self._event)
         self._gate_timer: threading.Timer | None = None
         self.started = time.time()
         self.last_used = time.monotonic()
@@ -77,7 +111,7 @@ class Service:
         return self._model_ready.is_set() and self._model_error is None
 
     def start_model_load(self) -> None:
-        with self.lock:
+        with self._start_lock:
             if self._model_thread is not None:
                 return
             self._model_thread = threading.Thread(
@@ -145,7 +179,24 @@ class Service:
         self.last_used = time.monotonic()
 
     def _event(self, kind: str, **fields: Any) -> None:
-        apply_event(self.memory.stats, self.events.append(kind, **fields))
+        event = self.events.append(kind, **fields)
+        with self._stats_lock:
+            apply_event(self.memory.stats, event)
+
+    def _pre_embed(self, title: Any, body: Any) -> None:
+        """Embed a write's chunks into the embedding cache before it takes the write lock:
+        the write (its dedup and its index refresh) then finds them cached, and a long entry's
+        seconds of embedding hold up neither searches nor other writes."""
+        if not (isinstance(title, str) and isinstance(body, str)) or not self.model_loaded:
+            return
+        if len(body) > limits.MAX_BODY or len(title) > limits.MAX_TITLE:
+            return  # refused by the gateway anyway
+        try:
+            doc = Document("pre-embed", title.strip(), body.strip())
+            chunks = chunk_document(doc, int(self.memory.cfg.max_chars))
+            self.memory.embedder.embed_documents([c.text for c in chunks])
+        except Exception as exc:  # noqa: BLE001 - an optimisation: the write embeds anyway
+            log.debug("pre-embedding failed: %s", exc)
 
     # -- hooks: recall and the gate ---------------------------------------------------------
     def recall(self, prompt: str, session: str | None, event: str, cwd: str | None) -> dict:
@@ -158,11 +209,10 @@ class Service:
             self.start_model_load()
             return {"context": "", "ids": [], "reason": "the model is loading"}
         limit = int(self.memory.cfg.recall_limit)
-        with self.lock:
-            if event == "session-start":
-                found = recall_mod.digest(self.memory, cwd, limit=min(limit, 4))
-            else:
-                found = recall_mod.recall(self.memory, prompt, session, limit=limit)
+        if event == "session-start":  # no lock: it reads a snapshot
+            found = recall_mod.digest(self.memory, cwd, limit=min(limit, 4))
+        else:
+            found = recall_mod.recall(self.memory, prompt, session, limit=limit)
         self._event("inject", session=session, event=event, ids=found.ids, chars=len(found.text))
         return {"context": found.text, "ids": found.ids}
 
@@ -170,7 +220,7 @@ class Service:
         """A turn or a session ended: run the gate soon (once for a burst of events)."""
         self.touch()
         if event in ("stop", "session-end") and str(self.memory.cfg.gate) != "off":
-            with self.lock:
+            with self._start_lock:
                 if self._gate_timer is not None:
                     self._gate_timer.cancel()
                 self._gate_timer = threading.Timer(2.0, self._gate_in_background)
@@ -191,7 +241,7 @@ class Service:
     def run_gate(self) -> dict[str, Any]:
         self.touch()
         self.wait_for_model()
-        with self.lock:
+        with self._gate_lock:  # its gateway writes take the write lock themselves
             return self.gate.run()
 
     # -- what the browser reads (memory_agent.ui) ------------------------------------------
@@ -202,9 +252,10 @@ class Service:
         from memory_agent.gc import plan
 
         self.touch()
-        with self.lock, self.memory.session():
+        with self.memory.session():  # no lock: one snapshot of the index
             by_type, by_status, by_source = Counter(), Counter(), Counter()
-            for info in self.memory.index.docs() if self.memory.index.exists() else ():
+            snap = self.memory.index.snapshot() if self.memory.index.exists() else None
+            for info in snap.docs() if snap is not None else ():
                 by_source[info.source] += 1
                 if info.source == "kb":
                     by_type[info.type] += 1
@@ -224,10 +275,10 @@ class Service:
     ) -> dict[str, Any]:
         """A page of documents, newest first, with their usage stats."""
         self.touch()
-        with self.lock, self.memory.session():
+        with self.memory.session():  # no lock: one snapshot of the index
             docs = [
                 info
-                for info in self.memory.index.docs()
+                for info in self.memory.index.snapshot().docs()
                 if (not entry_type or info.type == entry_type)
                 and (not status or info.status == status)
                 and (not source or info.source == source)
@@ -253,11 +304,12 @@ class Service:
     def entry_context(self, entry_id: str) -> dict[str, Any]:
         """An entry's usage stats and its linked neighbours."""
         self.touch()
-        with self.lock, self.memory.session():
-            graph = self.memory.link_graph() if self.memory.index.exists() else {}
+        with self.memory.session():  # no lock: one snapshot of the index
+            snap = self.memory.index.snapshot() if self.memory.index.exists() else None
+            graph = self.memory.link_graph(snap) if snap is not None else {}
             neighbours = []
             for other, kind in graph.get(entry_id, []):
-                info = self.memory.index.doc(other)
+                info = snap.doc(other) if snap is not None else None
                 if info is not None:
                     neighbours.append({"id": other, "title": info.title, "kind": kind})
         s = self.memory.stats.get(entry_id)
@@ -269,19 +321,18 @@ class Service:
 
     def proposals(self) -> dict[str, Any]:
         self.touch()
-        with self.lock:
-            return {"proposals": self.gate.proposals()}
+        return {"proposals": self.gate.proposals()}
 
     def accept(self, proposal_id: str) -> dict[str, Any]:
         self.touch()
         self.wait_for_model()
-        with self.lock:
+        with self._gate_lock:  # its gateway write takes the write lock
             return self.gate.accept(proposal_id)
 
     def reject(self, proposal_id: str, reason: str) -> dict[str, Any]:
         self.touch()
         limits.check_text("reason", reason, limits.MAX_REASON, required=True)
-        with self.lock:
+        with self._gate_lock:
             return self.gate.reject(proposal_id, " ".join(reason.split()))
 
     # -- calls ----------------------------------------------------------------------------
@@ -291,16 +342,14 @@ class Service:
         if not self.model_loaded:
             self.start_model_load()
             if not self._model_ready.wait(timeout=0.05):
-                with self.lock:
-                    found = run_search(self.memory, query, use_dense=False, **kwargs)
+                found = run_search(self.memory, query, use_dense=False, **kwargs)
                 found.reply["degraded"] = (
                     "model loading: lexical channel only; files changed on "
                     "disk are indexed once the model is ready"
                 )
                 return self._log_search(query, found, t, caller)
             self.wait_for_model()
-        with self.lock:
-            found = run_search(self.memory, query, **kwargs)
+        found = run_search(self.memory, query, **kwargs)  # no lock: it reads a snapshot
         return self._log_search(query, found, t, caller)
 
     def _log_search(
@@ -317,25 +366,22 @@ class Service:
             latency_ms=round((time.perf_counter() - started) * 1000, 2),
             caller=caller,
         )
-        with self.lock:
-            for rank, hit in enumerate(reply["hits"], start=1):
-                event = self.events.append(
-                    "recall",
-                    qid=qid,
-                    entry=hit["id"],
-                    rank=rank,
-                    score=hit["score"],
-                    channel=found.channels.get(hit["id"], "links"),
-                )
-                apply_event(self.memory.stats, event)
+        for rank, hit in enumerate(reply["hits"], start=1):
+            self._event(
+                "recall",
+                qid=qid,
+                entry=hit["id"],
+                rank=rank,
+                score=hit["score"],
+                channel=found.channels.get(hit["id"], "links"),
+            )
         return reply
 
     def get(self, entry_id: str) -> dict[str, Any]:
         self.touch()
-        with self.lock:
-            reply = self.memory.get(entry_id)
-            apply_event(self.memory.stats, self.events.append("get", entry=reply["id"]))
-            return reply
+        reply = self.memory.get(entry_id)  # reads the file; no lock
+        self._event("get", entry=reply["id"])
+        return reply
 
     def set_importance(self, entry_id: str, importance: int, note: str | None) -> dict[str, Any]:
         """Its only side effect is an event (which the ranking reads)."""
@@ -350,18 +396,13 @@ class Service:
                 "pass a whole number from 1 (minor) to 10 (must not be missed)",
             )
         limits.check_text("note", note, limits.MAX_NOTE)
-        with self.lock:
-            entry = self.memory.get(entry_id)  # refuses unknown ids
-            event = self.events.append(
-                "importance", entry=entry["id"], importance=importance, note=note
-            )
-            apply_event(self.memory.stats, event)
-            return {"id": entry["id"], "importance": importance, "note": note}
+        entry = self.memory.get(entry_id)  # refuses unknown ids
+        self._event("importance", entry=entry["id"], importance=importance, note=note)
+        return {"id": entry["id"], "importance": importance, "note": note}
 
     def history(self, entry_id: str) -> dict[str, Any]:
         self.touch()
-        with self.lock:
-            return self.memory.history(entry_id)
+        return self.memory.history(entry_id)  # reads the files; no lock
 
     def gc(self, *, dry_run: bool = True, confirm: bool = False) -> dict[str, Any]:
         from memory_agent.gc import plan
@@ -381,8 +422,12 @@ class Service:
             return {**report, **reply}
 
     def _write(self, fn, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """A write: embed its text with no lock held, then run it under the write lock. The
+        reply comes after the new snapshot is published (read-your-writes)."""
         self.touch()
         self.wait_for_model()
+        if kwargs.get("confirm", True):
+            self._pre_embed(kwargs.get("title"), kwargs.get("body"))
         with self.lock:
             return fn(*args, **kwargs)
 
@@ -399,12 +444,18 @@ class Service:
         self.touch()
         if not self.model_loaded:
             self.start_model_load()
-            with self.lock:
-                reply = self.memory.status(sync=False)
+            reply = self.memory.status(sync=False)
             reply["degraded"] = "model loading: status is of the index as last refreshed"
             return reply
-        with self.lock:
-            reply = self.memory.status()
+        # Never waits for a write: with one in flight, the status is of the live snapshot
+        # (the write applies what changed on disk).
+        if self.lock.acquire(blocking=False):
+            try:
+                reply = self.memory.status()
+            finally:
+                self.lock.release()
+        else:
+            reply = self.memory.status(sync=False)
         if self.repair_error:
             reply["problems"] = [
                 *reply.get("problems", []),

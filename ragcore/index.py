@@ -21,9 +21,20 @@ the dense matrix and the lexical and sparse inverted indexes. With a Qdrant serv
 (`qdrant_url`) the dense vectors live in a collection per generation instead, and dense
 search runs there with the filter pushed down.
 
+Readers never wait for writers: the live state is a `Snapshot` (a read model, the segment and
+the generation's name), never changed once published. A change (`apply`, `set_stamps`) embeds
+and writes the segment, applies itself to a copy-on-write clone of the read model
+(`ReadModel.clone`) and publishes the clone by one reference assignment; `activate` loads the
+new generation's read model before it moves CURRENT. A reader takes `snapshot()` once and
+answers from it, so a search sees every write either whole or not at all. Writers are
+serialised by the index's lock (and, above it, by the caller's writer lock). One limit: chunk
+text is read from the segment at answer time, so a snippet may already show the text of a
+write that landed after the search took its snapshot (ids, metadata, scores and the
+generation are the snapshot's).
+
 Public lookups: `doc(id)`, `docs()`, `len(index)`, `revision` (changes with every change),
-`similar(document, ...)` (the nearest documents to a new text). Nothing else of the index's
-insides is part of its interface.
+`similar(document, ...)` (the nearest documents to a new text), `snapshot()`. Nothing else of
+the index's insides is part of its interface.
 """
 
 from __future__ import annotations
@@ -51,7 +62,15 @@ from ragcore.segment import FILE as SEGMENT_FILE
 from ragcore.segment import FORMAT, ChunkRow, DocRow, SegmentFile
 from ragcore.store import Filter, QdrantStore
 
-__all__ = ["BuildReport", "Consistency", "DocInfo", "Index", "Prepared", "RefreshReport"]
+__all__ = [
+    "BuildReport",
+    "Consistency",
+    "DocInfo",
+    "Index",
+    "Prepared",
+    "RefreshReport",
+    "Snapshot",
+]
 
 CURRENT = "CURRENT"
 _GEN = re.compile(r"^gen-(\d{6})$")
@@ -135,9 +154,147 @@ def _json_meta(meta: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class Snapshot:
+    """One published state of the live generation: everything a search reads, never changed.
+    It has the read interface of `Index` (ragcore.search takes either)."""
+
+    def __init__(
+        self,
+        index: Index,
+        model: ReadModel,
+        segment: SegmentFile,
+        server: QdrantStore | None,
+        generation: str,
+        embedder_id: str | None,
+    ):
+        self.index = index
+        self.model = model
+        self.segment = segment
+        self.server = server
+        self.generation = generation
+        self.embedder_id = embedder_id
+        self.embedder = index.embedder
+        self.tokenizer = index.tokenizer
+        self.max_chars = index.max_chars
+
+    def with_model(self, model: ReadModel) -> Snapshot:
+        return Snapshot(
+            self.index, model, self.segment, self.server, self.generation, self.embedder_id
+        )
+
+    def snapshot(self) -> Snapshot:
+        return self
+
+    @property
+    def revision(self) -> int:
+        return self.model.revision
+
+    def check(self, raise_on_error: bool = False) -> Consistency:
+        """CURRENT names this generation (or the one the index has moved to since), and the
+        manifest lists exactly the chunks held. Cheap (in memory): it runs before every
+        search."""
+        model, problems = self.model, []
+        current = self.index.current()
+        if current not in (self.generation, self.index.generation, self.index._switching):
+            problems.append(
+                f"CURRENT names {current or 'no generation'} but {self.generation} is open"
+                + ("" if current and (self.index.root / current).is_dir() else " (it is missing)")
+            )
+        listed = model.listed_chunks()
+        if listed != model.chunks:
+            problems.append(f"the manifest lists {listed} chunks but {model.chunks} are held")
+        result = Consistency(
+            not problems, self.generation, listed, model.chunks, self.embedder_id, problems
+        )
+        if raise_on_error and not result.consistent:
+            raise IndexInconsistent(
+                f"index generation {result.generation} is inconsistent: "
+                f"{'; '.join(result.problems)}",
+                REBUILD_HINT,
+            )
+        return result
+
+    # -- lookups --------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.model.docs)
+
+    def doc(self, doc_id: str) -> DocInfo | None:
+        return self.model.docs.get(doc_id)
+
+    def docs(self) -> Iterator[DocInfo]:
+        return self.model.iter_docs()
+
+    def entity_docs(self, entity: str) -> frozenset[str]:
+        return frozenset(self.model.entity_docs(entity))
+
+    def entity_count(self, entity: str) -> int:
+        return len(self.model.entity_docs(entity))
+
+    def token_idf(self, token: str) -> float:
+        return self.model.bm25.token_idf(token)
+
+    def preview(self, doc_id: str) -> str:
+        chunk_id = f"{doc_id}#0"
+        if self.model.doc_of(chunk_id) is None:
+            return ""
+        return self.segment.texts([chunk_id]).get(chunk_id, ("", ""))[1]
+
+    def similar(
+        self,
+        doc: Document,
+        limit: int = 5,
+        flt: Filter | None = None,
+        exclude: Iterable[str] = (),
+    ) -> list[tuple[str, float]]:
+        chunk = chunk_document(doc, self.max_chars)[0]
+        vector = self.embedder.embed_documents([chunk.text])[0].dense
+        skip = set(exclude)
+        out: dict[str, float] = {}
+        for chunk_id, score in self._dense(vector, limit * 4 + len(skip), flt):
+            doc_id = self.model.doc_of(chunk_id)
+            if doc_id and doc_id not in skip and doc_id not in out:
+                out[doc_id] = score
+            if len(out) >= limit:
+                break
+        return list(out.items())
+
+    # -- channels (used by ragcore.search) -----------------------------------------------
+    def _mask(self, flt: Filter | None) -> np.ndarray | None:
+        return self.model.mask(flt)
+
+    def _dense(self, vector, limit: int, flt: Filter | None, mask=None) -> list[tuple[str, float]]:
+        if self.server is not None:
+            return self.server.search(vector, limit, flt)
+        model = self.model
+        return model.dense_search(vector, limit, model.mask(flt) if mask is None else mask)
+
+    def _payloads(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The payload of each chunk: its document's payload plus n, heading and text."""
+        model = self.model
+        texts = self.segment.texts(list(chunk_ids))
+        out = {}
+        for cid in chunk_ids:
+            doc_id = model.doc_of(cid)
+            if doc_id is None:
+                continue
+            heading, text = texts.get(cid, ("", ""))
+            n = int(cid.rsplit("#", 1)[1]) if "#" in cid else 0
+            out[cid] = {**model.docs[doc_id].payload(), "n": n, "heading": heading, "text": text}
+        return out
+
+    def _doc_of(self, chunk_id: str) -> str | None:
+        return self.model.doc_of(chunk_id)
+
+    def dense_vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        if self.model.with_dense:
+            return self.model.vectors(chunk_ids)
+        return self.segment.dense(chunk_ids)
+
+
 class Index:
-    """The index of one home. Not safe for two processes at once: the owner (the daemon, or a
-    CLI command with no daemon) serialises all calls through one lock."""
+    """The index of one home. Not safe for two processes at once (the owner - the daemon, or
+    a CLI command with no daemon - holds the home lock). Within a process, readers take a
+    `snapshot()` and never wait; writers are serialised by `_lock`."""
 
     def __init__(
         self,
@@ -162,12 +319,9 @@ class Index:
         # qdrant-client's in-process engine, for tests).
         self.qdrant_url = qdrant_url
         self.qdrant_location = qdrant_location
-        self._lock = threading.RLock()
-        self._generation: str | None = None
-        self._segment: SegmentFile | None = None
-        self._model: ReadModel | None = None
-        self._server: QdrantStore | None = None
-        self._embedder_id: str | None = None
+        self._lock = threading.RLock()  # writers (and the first open) only
+        self._snap: Snapshot | None = None
+        self._switching: str | None = None  # the generation activate is moving CURRENT to
 
     # -- paths and pointer ------------------------------------------------------------------
     def generations(self) -> list[str]:
@@ -184,13 +338,18 @@ class Index:
 
     @property
     def generation(self) -> str | None:
-        return self._generation
+        snap = self._snap
+        return snap.generation if snap is not None else None
 
     @property
     def revision(self) -> int:
         """Changes with every change of the live generation (for callers' caches)."""
-        model = self._model
-        return model.revision if model is not None else 0
+        snap = self._snap
+        return snap.model.revision if snap is not None else 0
+
+    def snapshot(self) -> Snapshot:
+        """The live state, to read from without waiting (opens the index if needed)."""
+        return self._ensure_open()
 
     @property
     def server_mode(self) -> bool:
@@ -221,43 +380,47 @@ class Index:
             name = self.current()
             if name is None:
                 raise IndexError_(f"no index under {self.root}", REBUILD_HINT)
-            path = self.root / name / SEGMENT_FILE
-            try:
-                segment = SegmentFile(path)
-                meta = segment.meta()
-            except Exception as exc:  # missing, not SQLite, unreadable
-                raise IndexInconsistent(
-                    f"generation {name} has no readable segment ({type(exc).__name__}: {exc})",
-                    REBUILD_HINT,
-                ) from exc
-            try:
-                self._check_embedder(meta, name)
-                self.close()
-                model = ReadModel(int(meta["dim"]), with_dense=not self.server_mode)
-                model.load(segment)
-                listed, present = segment.counts()
-            except BaseException:
-                segment.close()
-                raise
-            self._segment, self._model, self._generation = segment, model, name
-            self._embedder_id = meta.get("embedder")
-            self._server = self._server_for(name)
+            self._snap = self._load(name)  # the one before stays readable for its readers
+
+    def _load(self, name: str) -> Snapshot:
+        """Read generation `name` into a snapshot (not published)."""
+        path = self.root / name / SEGMENT_FILE
+        try:
+            segment = SegmentFile(path)
+            meta = segment.meta()
+        except Exception as exc:  # missing, not SQLite, unreadable
+            raise IndexInconsistent(
+                f"generation {name} has no readable segment ({type(exc).__name__}: {exc})",
+                REBUILD_HINT,
+            ) from exc
+        server = None
+        try:
+            self._check_embedder(meta, name)
+            model = ReadModel(int(meta["dim"]), with_dense=not self.server_mode)
+            model.load(segment)
+            listed, present = segment.counts()
+            server = self._server_for(name)
             problems = []
             if listed != present:
                 problems.append(
                     f"the segment holds {present} chunks but the manifest lists {listed}"
                 )
-            if self._server is not None and self._server.count() != model.chunks:
+            if server is not None and server.count() != model.chunks:
                 problems.append(
-                    f"the Qdrant collection holds {self._server.count()} points but the "
+                    f"the Qdrant collection holds {server.count()} points but the "
                     f"manifest lists {model.chunks}"
                 )
             if problems:
-                self.close()
                 raise IndexInconsistent(
                     f"index generation {name} is inconsistent: {'; '.join(problems)}",
                     REBUILD_HINT,
                 )
+        except BaseException:
+            segment.close()
+            if server is not None:
+                server.close()
+            raise
+        return Snapshot(self, model, segment, server, name, meta.get("embedder"))
 
     def _check_embedder(self, meta: dict[str, Any], name: str) -> None:
         if meta.get("embedder") != self.embedder.model_id or meta.get("dim") != self.embedder.dim:
@@ -268,48 +431,30 @@ class Index:
                 f"{REBUILD_HINT}, or switch the embedder back",
             )
 
-    def _ensure_open(self) -> ReadModel:
-        if self._model is None:
-            self.open()
-        assert self._model is not None
-        return self._model
+    def _ensure_open(self) -> Snapshot:
+        snap = self._snap
+        if snap is None:
+            with self._lock:
+                if self._snap is None:
+                    self.open()
+                snap = self._snap
+        assert snap is not None
+        return snap
 
     def close(self) -> None:
         with self._lock:
-            if self._segment is not None:
-                self._segment.close()
-            if self._server is not None:
-                self._server.close()
-            self._segment = self._model = self._server = None
-            self._generation = None
+            snap, self._snap = self._snap, None
+            if snap is not None:
+                snap.segment.close()
+                if snap.server is not None:
+                    snap.server.close()
 
     # -- consistency ----------------------------------------------------------------------
     def check(self, raise_on_error: bool = False) -> Consistency:
         """CURRENT names the open generation, and the manifest lists exactly the chunks held.
         Cheap (in memory): it runs before every search. Opens the live generation if needed
         (which raises if it cannot be opened)."""
-        with self._lock:
-            model = self._ensure_open()
-            problems = []
-            current = self.current()
-            if current != self._generation:
-                problems.append(
-                    f"CURRENT names {current or 'no generation'} but {self._generation} is open"
-                    + ("" if current and (self.root / current).is_dir() else " (it is missing)")
-                )
-            listed = model.listed_chunks()
-            if listed != model.chunks:
-                problems.append(f"the manifest lists {listed} chunks but {model.chunks} are held")
-            result = Consistency(
-                not problems, self._generation, listed, model.chunks, self._embedder_id, problems
-            )
-            if raise_on_error and not result.consistent:
-                raise IndexInconsistent(
-                    f"index generation {result.generation} is inconsistent: "
-                    f"{'; '.join(result.problems)}",
-                    REBUILD_HINT,
-                )
-            return result
+        return self._ensure_open().check(raise_on_error)
 
     # -- turning documents into rows ------------------------------------------------------
     def _info(self, doc: Document, chunks: int) -> DocInfo:
@@ -457,10 +602,14 @@ class Index:
         with self._lock:
             start = time.perf_counter()
             previous = self.current()
-            atomic_write(self.root / CURRENT, (prepared.generation + "\n").encode())
-            self.close()
+            snap = self._load(prepared.generation)  # searches go on meanwhile
+            self._switching = prepared.generation
+            try:
+                atomic_write(self.root / CURRENT, (prepared.generation + "\n").encode())
+                self._snap = snap  # the old snapshot stays readable for searches in flight
+            finally:
+                self._switching = None
             removed = self._clean(keep={prepared.generation, previous} - {None})
-            self.open()
             return BuildReport(
                 prepared.generation,
                 prepared.documents,
@@ -493,12 +642,12 @@ class Index:
         """Index these documents (new or changed) and drop these ids, in one transaction.
         Only the given documents are chunked and embedded; nothing else is looked at."""
         with self._lock:
-            model = self._ensure_open()
-            self.check(raise_on_error=True)
-            assert self._segment is not None
+            snap = self._ensure_open()
+            snap.check(raise_on_error=True)
+            model = snap.model
             upserts = list(upserts)
             gone = [d for d in dict.fromkeys(deletes) if d in model.docs]
-            report = RefreshReport(self._generation or "")
+            report = RefreshReport(snap.generation)
             for doc in upserts:
                 (report.updated if doc.id in model.docs else report.added).append(doc.id)
             report.removed = gone
@@ -509,17 +658,19 @@ class Index:
             for batch_infos, batch_rows in self._rows(upserts, progress):
                 infos.extend(batch_infos)
                 rows.extend(batch_rows)
-            self._segment.write(self._doc_rows(infos), rows, gone)
-            if self._server is not None:
+            snap.segment.write(self._doc_rows(infos), rows, gone)
+            if snap.server is not None:
                 old = [
                     model.chunk_of(s) for d in [*gone, *report.updated] for s in model.slots_of(d)
                 ]
                 new_ids = {r.chunk_id for r in rows}
-                self._server.delete([c for c in old if c not in new_ids])
-                self._server.upsert(self._server_points(infos, rows))
-            model.apply(infos, rows, gone)
+                snap.server.delete([c for c in old if c not in new_ids])
+                snap.server.upsert(self._server_points(infos, rows))
+            changed = model.clone()
+            changed.apply(infos, rows, gone)
+            self._snap = snap.with_model(changed)  # published whole: one assignment
             report.chunks_embedded = len(rows)
-            self.check(raise_on_error=True)
+            self._snap.check(raise_on_error=True)
             return report
 
     def refresh(
@@ -536,7 +687,7 @@ class Index:
         right now keep their last good version). Hashes every document: for occasional use
         (a start, a web app's load), not per search."""
         with self._lock:
-            model = self._ensure_open()
+            model = self._ensure_open().model
             docs = list(docs)
             wanted = {d.id for d in docs} | set(keep)
             scope = set(sources) if sources is not None else None
@@ -559,45 +710,41 @@ class Index:
     def set_stamps(self, stamps: dict[str, str | None]) -> None:
         """Record new stamps of documents whose content did not change (a touched file)."""
         with self._lock:
-            model = self._ensure_open()
-            assert self._segment is not None
-            self._segment.set_stamps(stamps)
+            snap = self._ensure_open()
+            snap.segment.set_stamps(stamps)
+            model = snap.model.clone()
             for doc_id, stamp in stamps.items():
                 info = model.docs.get(doc_id)
                 if info is not None:
                     model.docs[doc_id] = DocInfo(**{**info.__dict__, "stamp": stamp})
+            self._snap = snap.with_model(model)
 
-    # -- lookups --------------------------------------------------------------------------
+    # -- lookups (each from the snapshot live at the call) ---------------------------------
     def __len__(self) -> int:
-        return len(self._ensure_open().docs)
+        return len(self._ensure_open())
 
     def doc(self, doc_id: str) -> DocInfo | None:
-        return self._ensure_open().docs.get(doc_id)
+        return self._ensure_open().doc(doc_id)
 
     def docs(self) -> Iterator[DocInfo]:
         """Every document of the live generation (a snapshot)."""
-        return self._ensure_open().iter_docs()
+        return self._ensure_open().docs()
 
     def entity_docs(self, entity: str) -> frozenset[str]:
         """The documents whose text names `entity` (lower-case, as `DocInfo.entities`)."""
-        return frozenset(self._ensure_open().entity_docs(entity))
+        return self._ensure_open().entity_docs(entity)
 
     def entity_count(self, entity: str) -> int:
         """How many documents name `entity` (its document frequency)."""
-        return len(self._ensure_open().entity_docs(entity))
+        return self._ensure_open().entity_count(entity)
 
     def token_idf(self, token: str) -> float:
         """The lexical channel's IDF of a token as the tokenizer spells it (how rare it is)."""
-        return self._ensure_open().bm25.token_idf(token)
+        return self._ensure_open().token_idf(token)
 
     def preview(self, doc_id: str) -> str:
         """The text of a document's first chunk (empty if the document is not indexed)."""
-        model = self._ensure_open()
-        assert self._segment is not None
-        chunk_id = f"{doc_id}#0"
-        if model.doc_of(chunk_id) is None:
-            return ""
-        return self._segment.texts([chunk_id]).get(chunk_id, ("", ""))[1]
+        return self._ensure_open().preview(doc_id)
 
     def similar(
         self,
@@ -607,52 +754,21 @@ class Index:
         exclude: Iterable[str] = (),
     ) -> list[tuple[str, float]]:
         """The documents nearest to `doc` by the cosine of its first chunk's dense vector to
-        each stored chunk (best chunk per document), filtered, best first."""
-        with self._lock:
-            self._ensure_open()
-            chunk = chunk_document(doc, self.max_chars)[0]
-            vector = self.embedder.embed_documents([chunk.text])[0].dense
-            skip = set(exclude)
-            out: dict[str, float] = {}
-            for chunk_id, score in self._dense(vector, limit * 4 + len(skip), flt):
-                doc_id = self._model.doc_of(chunk_id) if self._model else None
-                if doc_id and doc_id not in skip and doc_id not in out:
-                    out[doc_id] = score
-                if len(out) >= limit:
-                    break
-            return list(out.items())
+        each stored chunk (best chunk per document), filtered, best first. Takes no lock."""
+        return self._ensure_open().similar(doc, limit, flt, exclude)
 
-    # -- channels (used by ragcore.search) -----------------------------------------------
+    # -- channels (used by ragcore.search; a search uses one snapshot's) -------------------
     def _mask(self, flt: Filter | None) -> np.ndarray | None:
-        return self._ensure_open().mask(flt)
+        return self._ensure_open()._mask(flt)
 
     def _dense(self, vector, limit: int, flt: Filter | None, mask=None) -> list[tuple[str, float]]:
-        if self._server is not None:
-            return self._server.search(vector, limit, flt)
-        model = self._ensure_open()
-        return model.dense_search(vector, limit, model.mask(flt) if mask is None else mask)
+        return self._ensure_open()._dense(vector, limit, flt, mask)
 
     def _payloads(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The payload of each chunk: its document's payload plus n, heading and text."""
-        model = self._ensure_open()
-        assert self._segment is not None
-        texts = self._segment.texts(list(chunk_ids))
-        out = {}
-        for cid in chunk_ids:
-            doc_id = model.doc_of(cid)
-            if doc_id is None:
-                continue
-            heading, text = texts.get(cid, ("", ""))
-            n = int(cid.rsplit("#", 1)[1]) if "#" in cid else 0
-            out[cid] = {**model.docs[doc_id].payload(), "n": n, "heading": heading, "text": text}
-        return out
+        return self._ensure_open()._payloads(chunk_ids)
 
     def _doc_of(self, chunk_id: str) -> str | None:
-        return self._ensure_open().doc_of(chunk_id)
+        return self._ensure_open()._doc_of(chunk_id)
 
     def dense_vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        model = self._ensure_open()
-        if model.with_dense:
-            return model.vectors(chunk_ids)
-        assert self._segment is not None
-        return self._segment.dense(chunk_ids)
+        return self._ensure_open().dense_vectors(chunk_ids)

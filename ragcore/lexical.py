@@ -136,16 +136,31 @@ class Postings:
         self._weights = np.empty(0, dtype=np.float32)
         self._delta: dict[int, tuple[list[int], list[float]]] = {}
         self.delta_entries = 0
+        self._shared: set[int] = set()  # delta terms whose lists a clone's original also holds
 
     @property
     def base_entries(self) -> int:
         return int(self._slots.size)
+
+    def clone(self) -> Postings:
+        """A copy to change while this one keeps serving: the base arrays are shared (they are
+        only ever replaced, never written in place); a delta list is copied when first changed."""
+        new = Postings.__new__(Postings)
+        new._terms, new._offsets = self._terms, self._offsets
+        new._slots, new._weights = self._slots, self._weights
+        new._delta = dict(self._delta)
+        new.delta_entries = self.delta_entries
+        new._shared = set(self._delta)
+        return new
 
     def add(self, slot: int, terms: np.ndarray, weights: np.ndarray) -> None:
         for term, weight in zip(terms.tolist(), weights.tolist(), strict=True):
             entry = self._delta.get(term)
             if entry is None:
                 entry = self._delta[term] = ([], [])
+            elif term in self._shared:
+                entry = self._delta[term] = (list(entry[0]), list(entry[1]))
+                self._shared.discard(term)
             entry[0].append(slot)
             entry[1].append(weight)
         self.delta_entries += len(terms)
@@ -174,7 +189,8 @@ class Postings:
         self._offsets = np.append(starts, terms.size).astype(np.int64)
         self._slots = slots.astype(np.int32)
         self._weights = weights.astype(np.float32)
-        self._delta.clear()
+        self._delta = {}
+        self._shared = set()
         self.delta_entries = 0
 
     def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -228,6 +244,18 @@ class BM25Index:
 
     def __len__(self) -> int:
         return len(self._slot)
+
+    def clone(self) -> BM25Index:
+        """A copy to change while this one keeps serving (see `Postings.clone`)."""
+        with self._lock:
+            new = BM25Index(self.k1, self.b)
+            new._slot = dict(self._slot)
+            new._keys = list(self._keys)
+            new._length = self._length.copy()
+            new._alive = self._alive.copy()
+            new._postings = self._postings.clone()
+            new._total_length = self._total_length
+            return new
 
     def __contains__(self, key: str) -> bool:
         return key in self._slot
@@ -402,6 +430,15 @@ class SparseIndex:
 
     def __len__(self) -> int:
         return int(self._alive.sum())
+
+    def clone(self) -> SparseIndex:
+        """A copy to change while this one keeps serving (see `Postings.clone`)."""
+        with self._lock:
+            new = SparseIndex()
+            new._postings = self._postings.clone()
+            new._alive = self._alive.copy()
+            new.size = self.size
+            return new
 
     def _grow(self, size: int) -> None:
         if size > self._alive.size:

@@ -104,6 +104,11 @@ class _Codes:
             code = self.code[value] = len(self.code) + 1
         return code
 
+    def copy(self) -> _Codes:
+        new = _Codes()
+        new.code = dict(self.code)
+        return new
+
     def allowed(self, values: Iterable[str]) -> np.ndarray:
         return np.array([self.code[v] for v in values if v in self.code], dtype=np.int16)
 
@@ -142,6 +147,53 @@ class ReadModel:
         self.bm25 = BM25Index()
         self.sparse = SparseIndex()
         self.has_sparse = False
+        self._shared_sets: set[int] = set()  # ids of tag/entity sets an original also holds
+
+    def clone(self) -> ReadModel:
+        """A copy to change (`apply`) while this one keeps serving searches, unchanged.
+
+        Copy-on-write: what a change writes in place (dicts, the `alive` flags, the filter
+        columns, the slot -> chunk list) is copied; what a change only appends to beyond this
+        model's high-water mark (the dense matrix, the slot arrays) or replaces whole (the
+        posting bases) is shared; a tag's or entity's set is copied when first changed. At
+        10k documents a clone costs a few milliseconds; the dense matrix is never copied."""
+        new = ReadModel.__new__(ReadModel)
+        new.dim, new.with_dense, new.revision = self.dim, self.with_dense, self.revision
+        new.docs = dict(self.docs)
+        new._listed = self._listed
+        new._doc_row = dict(self._doc_row)
+        new._row_doc = list(self._row_doc)
+        new._free_rows = list(self._free_rows)
+        new._cols = _Columns(
+            self._cols.status.copy(), self._cols.type.copy(), self._cols.source.copy()
+        )
+        new._codes = {name: codes.copy() for name, codes in self._codes.items()}
+        new._tag_rows = dict(self._tag_rows)
+        new._entity_docs = dict(self._entity_docs)
+        new._shared_sets = {id(v) for v in new._tag_rows.values()} | {
+            id(v) for v in new._entity_docs.values()
+        }
+        new._doc_slots = dict(self._doc_slots)  # lists are replaced, never changed in place
+        new.hw = self.hw
+        new._slot_chunk = list(self._slot_chunk)
+        new._chunk_slot = dict(self._chunk_slot)
+        new._slot_doc, new._slot_n = self._slot_doc, self._slot_n  # written beyond hw only
+        new._alive = self._alive.copy()
+        new._matrix = self._matrix  # rows beyond hw only; a growth or a vacuum makes a new one
+        new.bm25 = self.bm25.clone()
+        new.sparse = self.sparse.clone()
+        new.has_sparse = self.has_sparse
+        return new
+
+    def _own(self, table: dict[str, set], key: str) -> set:
+        """The set under `key`, copied first if an original model holds it too."""
+        held = table.get(key)
+        if held is None:
+            held = table[key] = set()
+        elif id(held) in self._shared_sets:
+            self._shared_sets.discard(id(held))
+            held = table[key] = set(held)
+        return held
 
     # -- sizes --------------------------------------------------------------------------------
     @property
@@ -173,7 +225,8 @@ class ReadModel:
             self._row_doc[row] = info.id
         else:
             for tag in self.docs[info.id].tags:
-                self._tag_rows.get(tag, set()).discard(row)
+                if tag in self._tag_rows:
+                    self._own(self._tag_rows, tag).discard(row)
             self._forget_entities(self.docs[info.id])
             self._listed -= self.docs[info.id].chunks
         self.docs[info.id] = info
@@ -182,15 +235,15 @@ class ReadModel:
         self._cols.type[row] = self._codes["type"].of(info.type)
         self._cols.source[row] = self._codes["source"].of(info.source)
         for tag in info.tags:
-            self._tag_rows.setdefault(tag, set()).add(row)
+            self._own(self._tag_rows, tag).add(row)
         for entity in info.entities:
-            self._entity_docs.setdefault(entity, set()).add(info.id)
+            self._own(self._entity_docs, entity).add(info.id)
         return row
 
     def _forget_entities(self, info: DocInfo) -> None:
         for entity in info.entities:
-            holders = self._entity_docs.get(entity)
-            if holders is not None:
+            if entity in self._entity_docs:
+                holders = self._own(self._entity_docs, entity)
                 holders.discard(info.id)
                 if not holders:
                     del self._entity_docs[entity]
@@ -208,7 +261,8 @@ class ReadModel:
             self._drop_slot(slot)
         row = self._doc_row.pop(doc_id)
         for tag in info.tags:
-            self._tag_rows.get(tag, set()).discard(row)
+            if tag in self._tag_rows:
+                self._own(self._tag_rows, tag).discard(row)
         self._forget_entities(info)
         self._row_doc[row] = None
         self._cols.status[row] = self._cols.type[row] = self._cols.source[row] = 0

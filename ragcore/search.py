@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ragcore.fusion import FusionConfig, fuse, query_language
-from ragcore.index import Index
+from ragcore.index import Index, Snapshot
 from ragcore.lexical import term_frequencies
 from ragcore.store import Filter
 
@@ -98,7 +98,7 @@ def _snippet(text: str, n: int) -> str:
 
 
 def search(
-    index: Index,
+    index: Index | Snapshot,
     query: str,
     *,
     limit: int = 10,
@@ -111,76 +111,78 @@ def search(
     model loads); the result then says `degraded`."""
     config = config or SearchConfig()
     timings: dict[str, float] = {}
-    with index._lock:
-        t0 = time.perf_counter()
-        index.check(raise_on_error=True)
-        query = query.strip()
-        if not query:
-            return SearchResult([], index.generation)
-        model = index._ensure_open()
-        mask = model.mask(flt)
-        channels: dict[str, dict[str, ChannelHit]] = {}
-        degraded = None
-        q_emb = None
+    # One snapshot for the whole search, and no lock: a write publishes a new snapshot
+    # meanwhile and this search answers from the one it took (every write whole or absent).
+    index = index.snapshot()
+    t0 = time.perf_counter()
+    index.check(raise_on_error=True)
+    query = query.strip()
+    if not query:
+        return SearchResult([], index.generation)
+    model = index.model
+    mask = model.mask(flt)
+    channels: dict[str, dict[str, ChannelHit]] = {}
+    degraded = None
+    q_emb = None
+    t = time.perf_counter()
+    q_tf = term_frequencies(index.tokenizer(query))
+    lexical_hits = model.lexical_search(q_tf, config.candidates, mask)
+    channels["lexical"] = _per_document(index, lexical_hits)
+    floors: dict[str, float] = {}
+    if len(lexical_hits) < config.candidates:  # every match is in: the rest score 0
+        floors["lexical"] = 0.0
+    timings["lexical"] = (time.perf_counter() - t) * 1000
+    if use_dense:
         t = time.perf_counter()
-        q_tf = term_frequencies(index.tokenizer(query))
-        lexical_hits = model.lexical_search(q_tf, config.candidates, mask)
-        channels["lexical"] = _per_document(index, lexical_hits)
-        floors: dict[str, float] = {}
-        if len(lexical_hits) < config.candidates:  # every match is in: the rest score 0
-            floors["lexical"] = 0.0
-        timings["lexical"] = (time.perf_counter() - t) * 1000
-        if use_dense:
-            t = time.perf_counter()
-            q_emb = index.embedder.embed_query(query)
-            timings["embed"] = (time.perf_counter() - t) * 1000
-            t = time.perf_counter()
-            dense_hits = index._dense(q_emb.dense, config.candidates, flt, mask)
-            channels["dense"] = _per_document(index, dense_hits)
-            timings["dense"] = (time.perf_counter() - t) * 1000
-            if q_emb.sparse and model.has_sparse:
-                sparse_hits = model.sparse_search(q_emb.sparse, config.candidates, mask)
-                channels["sparse"] = _per_document(index, sparse_hits)
-                if len(sparse_hits) < config.candidates:
-                    floors["sparse"] = 0.0
-        else:
-            degraded = "model loading: lexical channel only"
-        languages = getattr(index.embedder, "languages", None)
-        covered = languages is None or query_language(query) in languages
-        fused, contributions, weights = fuse(
-            channels, config.fusion, floors, dense_covers_query=covered
-        )
-        ranked = sorted(fused.items(), key=lambda kv: -kv[1])
-        if config.mmr_lambda < 1.0 and q_emb is not None and len(ranked) > 1:
-            ranked = _mmr(index, ranked, channels, config)
-        hits = []
-        shown: dict[str, ChannelHit] = {}
-        for doc_id, _ in ranked[:limit]:
-            doc_channels = [ch[doc_id] for ch in channels.values() if doc_id in ch]
-            # The chunk shown for the document: its best-ranked one across channels.
-            shown[doc_id] = min(doc_channels, key=lambda c: c.rank)
-        payloads = index._payloads([c.chunk_id for c in shown.values()])
-        for doc_id, score in ranked[:limit]:
-            doc_channels = {name: ch[doc_id] for name, ch in channels.items() if doc_id in ch}
-            best = shown[doc_id]
-            payload = payloads[best.chunk_id]
-            hits.append(
-                Hit(
-                    doc_id=doc_id,
-                    score=score,
-                    chunk_id=best.chunk_id,
-                    title=payload.get("title", ""),
-                    heading=payload.get("heading", ""),
-                    snippet=_snippet(
-                        payload.get("text", "") or payload.get("title", ""), config.snippet_chars
-                    ),
-                    payload=payload,
-                    channels=doc_channels,
-                    contributions=contributions.get(doc_id, {}),
-                )
+        q_emb = index.embedder.embed_query(query)
+        timings["embed"] = (time.perf_counter() - t) * 1000
+        t = time.perf_counter()
+        dense_hits = index._dense(q_emb.dense, config.candidates, flt, mask)
+        channels["dense"] = _per_document(index, dense_hits)
+        timings["dense"] = (time.perf_counter() - t) * 1000
+        if q_emb.sparse and model.has_sparse:
+            sparse_hits = model.sparse_search(q_emb.sparse, config.candidates, mask)
+            channels["sparse"] = _per_document(index, sparse_hits)
+            if len(sparse_hits) < config.candidates:
+                floors["sparse"] = 0.0
+    else:
+        degraded = "model loading: lexical channel only"
+    languages = getattr(index.embedder, "languages", None)
+    covered = languages is None or query_language(query) in languages
+    fused, contributions, weights = fuse(
+        channels, config.fusion, floors, dense_covers_query=covered
+    )
+    ranked = sorted(fused.items(), key=lambda kv: -kv[1])
+    if config.mmr_lambda < 1.0 and q_emb is not None and len(ranked) > 1:
+        ranked = _mmr(index, ranked, channels, config)
+    hits = []
+    shown: dict[str, ChannelHit] = {}
+    for doc_id, _ in ranked[:limit]:
+        doc_channels = [ch[doc_id] for ch in channels.values() if doc_id in ch]
+        # The chunk shown for the document: its best-ranked one across channels.
+        shown[doc_id] = min(doc_channels, key=lambda c: c.rank)
+    payloads = index._payloads([c.chunk_id for c in shown.values()])
+    for doc_id, score in ranked[:limit]:
+        doc_channels = {name: ch[doc_id] for name, ch in channels.items() if doc_id in ch}
+        best = shown[doc_id]
+        payload = payloads[best.chunk_id]
+        hits.append(
+            Hit(
+                doc_id=doc_id,
+                score=score,
+                chunk_id=best.chunk_id,
+                title=payload.get("title", ""),
+                heading=payload.get("heading", ""),
+                snippet=_snippet(
+                    payload.get("text", "") or payload.get("title", ""), config.snippet_chars
+                ),
+                payload=payload,
+                channels=doc_channels,
+                contributions=contributions.get(doc_id, {}),
             )
-        timings["total"] = (time.perf_counter() - t0) * 1000
-        return SearchResult(hits, index.generation, degraded, timings, weights)
+        )
+    timings["total"] = (time.perf_counter() - t0) * 1000
+    return SearchResult(hits, index.generation, degraded, timings, weights)
 
 
 def _mmr(

@@ -212,7 +212,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             print(f"stopped the daemon (pid {r['restarted_daemon']}) of the old embedder")
         if r["demo_entries_added"]:
             print(f"added {r['demo_entries_added']} demo entries in commit {r['commit'][:12]}")
-        if "index" in r:
+        if r.get("index"):  # None with --no-index
             i = r["index"]
             print(
                 f"embedder {r['embedder']}; index {i['generation']}: {i['entries']} entries, "

@@ -317,7 +317,7 @@ def _codex_toml_change(path: Path, home: Path, remove: bool) -> _Change:
     elif begins:
         new = "".join(lines[: begins[0]]) + _toml_block(home) + "".join(lines[ends[0] + 1 :])
     else:
-        sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        sep = "" if not text or text.endswith("\n") else "\n"  # our BEGIN line sets it off
         new = text + sep + _toml_block(home)
     if new != text:
         parsed = tomllib.loads(new)  # a last check: ours reads back as written, the rest parses

@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from memory_agent import config
+from memory_agent import config, mcp_config
 from memory_agent.client import DaemonClient
 from memory_agent.episodes import load_session
 from memory_agent.journal import read_session, sessions
-from memory_agent.mcp_config import READ_TOOLS, WRITE_TOOLS, hook_command
+from memory_agent.mcp_config import hook_command
 from memory_agent.memory import Memory
 from tests.memory_agent.mcp_helpers import daemon_pids, env_for
 
@@ -85,10 +85,11 @@ def test_every_printed_capture_hook_is_synchronous_and_claude_code_gets_a_permis
     assert {"PostToolUseFailure", "PermissionDenied"} <= set(claude_settings["hooks"])
     assert "PermissionDenied" not in codex_settings["hooks"]  # not a Codex event
     # the permission rule sits beside the hooks in the Claude Code settings object
-    assert claude_settings["permissions"]["allow"] == [f"mcp__memory__{t}" for t in READ_TOOLS]
+    read_only = [f"mcp__memory__{t}" for t in mcp_config.READ_TOOLS]
+    assert claude_settings["permissions"]["allow"] == read_only
     from memory_agent.tools import TOOL_NAMES
 
-    assert set(READ_TOOLS) | set(WRITE_TOOLS) == set(TOOL_NAMES)
+    assert set(mcp_config.READ_TOOLS) | set(mcp_config.WRITE_TOOLS) == set(TOOL_NAMES)
 
 
 def test_init_says_how_to_allow_the_writes(tmp_path, shared_cache):

@@ -210,10 +210,12 @@ def record_for(event: str, payload: dict[str, Any], now: float, client: str) -> 
 
 def _codex_exit_code(payload: dict[str, Any]) -> int | None:
     """A Codex command's exit code from its rollout. Codex records the command's completion
-    before it runs PostToolUse; should the write lag, look twice more, 20 ms apart."""
-    for attempt in range(3):
+    before it runs PostToolUse; should the write lag, look twice more for a shell command
+    (`Bash`), 20 ms apart (another tool may simply have no exit code)."""
+    tries = 3 if payload.get("tool_name") == "Bash" else 1
+    for attempt in range(tries):
         code = rollout_exit_code(payload.get("transcript_path"), payload.get("tool_use_id"))
-        if code is not None or attempt == 2:
+        if code is not None or attempt == tries - 1:
             return code
         time.sleep(0.02)
     return None

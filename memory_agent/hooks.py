@@ -20,7 +20,9 @@ gate its signal, they do not wait for it.
 
 Only a failed tool call or a failed command says what went wrong in `error` (what the gate
 learns from); an interrupted call (`is_interrupt`) is `ok: false, interrupted: true`, a denied
-one `ok: false, denied: <reason>`, neither with an `error`. Codex reports a shell command's
+one `ok: false, denied: <reason>`, neither with an `error` (Claude Code fires PermissionDenied
+only in auto mode: the Stop hook also reads the calls `claude -p` refused from the end of the
+transcript). Codex reports a shell command's
 output as a plain string with no exit code: the hook reads the code from the end of the
 session's rollout file (`transcript_path`, matched by `tool_use_id`). An MCP result
 (`CallToolResult`) is journaled once (its `structuredContent` when it has one) with
@@ -183,6 +185,8 @@ def record_for(event: str, payload: dict[str, Any], now: float, client: str) -> 
             "tool": str(payload.get("tool_name") or "tool"),
             "input": payload.get("tool_input"),
         }
+        if payload.get("tool_use_id"):
+            out["call"] = str(payload["tool_use_id"])[:100]
         if event == "denied":  # not run at all: nothing for the gate to learn from
             out.update(ok=False, denied=str(payload.get("reason") or "permission denied"))
         elif event == "tool-failure" and payload.get("is_interrupt") is True:
@@ -219,6 +223,73 @@ def _codex_exit_code(payload: dict[str, Any]) -> int | None:
             return code
         time.sleep(0.02)
     return None
+
+
+def _tail_lines(path: Any, size: int, needle: bytes) -> list[bytes]:
+    """The whole lines holding `needle` among the last `size` bytes of `path`, oldest first."""
+    try:
+        fd = os.open(str(path), os.O_RDONLY)
+    except OSError:
+        return []
+    try:
+        end = os.fstat(fd).st_size
+        start = max(0, end - size)
+        data = os.pread(fd, end - start, start)
+    finally:
+        os.close(fd)
+    if needle not in data:
+        return []
+    if start:
+        data = data[data.find(b"\n") + 1 :]
+    return [line for line in data.splitlines() if needle in line]
+
+
+def claude_denials(
+    payload: dict[str, Any], folder: Path, session: str, now: float, client: str
+) -> list[dict[str, Any]]:
+    """Tool calls Claude Code denied without a PermissionDenied hook (2.1.332 fires that event
+    only for its auto-mode classifier; `claude -p` denies a tool no rule allows silently), read
+    at Stop from the end of its transcript (`toolDenialKind` on the tool result), less those
+    the journal already holds (by tool_use_id)."""
+    transcript = payload.get("transcript_path")
+    if not isinstance(transcript, str) or not transcript.endswith(".jsonl"):
+        return []
+    denied: dict[str, str] = {}
+    for line in _tail_lines(transcript, ROLLOUT_TAIL, b'"toolDenialKind"'):
+        try:
+            content = (json.loads(line).get("message") or {}).get("content")
+        except (ValueError, AttributeError):
+            continue
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                text = block.get("content")
+                if isinstance(text, list):
+                    text = " ".join(str(t.get("text", "")) for t in text if isinstance(t, dict))
+                denied[str(block.get("tool_use_id"))] = str(text or "permission denied")[:500]
+    if not denied:
+        return []
+    from memory_agent.journal import session_name
+
+    journal = folder / f"{session_name(session)}.jsonl"
+    for line in _tail_lines(journal, 256_000, b'"call"'):
+        try:
+            denied.pop(str(json.loads(line).get("call")), None)
+        except (ValueError, AttributeError):
+            continue
+    out = []
+    for line in _tail_lines(transcript, ROLLOUT_TAIL, b'"tool_use"'):
+        try:
+            content = (json.loads(line).get("message") or {}).get("content")
+        except (ValueError, AttributeError):
+            continue
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                reason = denied.pop(str(block.get("id")), None)
+                if reason is not None:
+                    fake = {**payload, "tool_name": block.get("name"), "reason": reason,
+                            "tool_input": block.get("input"), "tool_use_id": block.get("id")}  # fmt: skip
+                    out.append(record_for("denied", fake, now, client))
+    return out
 
 
 def note_client(home: Path, client: str, event: str, now: float) -> None:
@@ -331,6 +402,12 @@ def run(
     now = Clock.from_setting(cfg.clock).now()
     note_client(home, client, event, now)
     if str(cfg.capture) == "on":
+        if event == "stop" and client == "claude-code":
+            try:  # denied calls a PermissionDenied hook never saw (before the answer)
+                for record in claude_denials(payload, home / "journal", session, now, client):
+                    journal.append(home / "journal", session, record)
+            except Exception as exc:  # noqa: BLE001 - the answer is journaled all the same
+                _log(home, f"stop: denied calls not read from the transcript: {exc}")
         journal.append(home / "journal", session, record_for(event, payload, now, client))
     remaining = deadline - time.monotonic()
     if event in ("stop", "session-end"):  # let the gate run: sent, not waited for

@@ -285,3 +285,35 @@ def test_status_shows_when_each_agent_clients_last_hook_event_arrived(tmp_path, 
         client.stop(wait=True)
         for pid in daemon_pids(home):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_call_claude_p_denies_without_a_hook_is_journaled_at_stop(home, shared_cache, tmp_path):
+    """Claude Code 2.1.332 fires PermissionDenied only for its auto-mode classifier: in `claude
+    -p` a tool no rule allows is refused silently. The Stop hook finds it in the transcript."""
+    s = "73ca1fcd-3716-4030-b31b-c93aace2b0f7"
+    transcript = tmp_path / f"{s}.jsonl"
+    add = {"title": "The nightly export job writes parquet files", "type": "fact", "body": "x"}
+    lines = [  # trimmed from a real `claude -p` transcript
+        {"parentUuid": "c398", "isSidechain": False, "type": "assistant", "message": {
+            "id": "msg_0003", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": [{"type": "tool_use", "id": "toolu_0004", "name": "mcp__memory__memory_add",
+                         "input": add}], "stop_reason": "tool_use"}},
+        {"parentUuid": "a4f6", "isSidechain": False, "promptId": "7ca7", "type": "user",
+         "message": {"role": "user", "content": [{"type": "tool_result", "content":
+             "Claude requested permissions to use mcp__memory__memory_add, but you haven't "
+             "granted it yet.", "is_error": True, "tool_use_id": "toolu_0004"}]},
+         "toolUseResult": "Error: Claude requested permissions to use mcp__memory__memory_add, "
+             "but you haven't granted it yet.", "toolDenialKind": "user-rejected",
+         "permissionDecision": {"decision": "reject", "source": "config", "reasonCode": "unknown"},
+         "sessionId": s, "version": "2.1.332"},
+    ]  # fmt: skip
+    transcript.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    stop = claude(s, "Stop", stop_hook_active=False, last_assistant_message="Done.")
+    stop["transcript_path"] = str(transcript)
+    hook(home, shared_cache, "stop", stop)
+    hook(home, shared_cache, "stop", stop)  # another turn's Stop: not journaled twice
+    denied, first_stop, second_stop = records(home, s)
+    assert denied["tool"] == "mcp__memory__memory_add" and denied["input"] == add
+    assert denied["ok"] is False and "error" not in denied and denied["call"] == "toolu_0004"
+    assert denied["denied"].startswith("Claude requested permissions to use")
+    assert first_stop["event"] == second_stop["event"] == "stop"

@@ -206,6 +206,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     reply["hooks"] = hook_configs(cfg.home_dir)
 
     def human(r: dict) -> None:
+        from memory_agent.mcp_config import ALLOW_WRITES
+
         print(
             f"home {r['home']} (knowledge base {r['kb']}, "
             f"{'new repository' if r['created_repo'] else 'existing repository adopted'})"
@@ -237,6 +239,39 @@ def cmd_init(args: argparse.Namespace) -> int:
         )
         for name, text in r["hooks"].items():
             print(f"\n# {name}\n{text}")
+        print(
+            "\nThe Claude Code settings above also allow the read-only memory tools "
+            "(permissions.allow: without it `claude -p` denies every memory tool call). "
+            + ALLOW_WRITES
+            + "\n`memory-agent connect claude-code|codex|opencode|cursor` merges all of this "
+            "into the agent's own settings files for you (a preview first, then --confirm)."
+        )
+
+    return _emit(args, reply, human)
+
+
+def cmd_connect(args: argparse.Namespace) -> int:
+    from memory_agent.connect import connect
+
+    cfg = config_mod.load({"home": args.home})
+    reply = connect(args.agent, cfg.home_dir, confirm=args.confirm, remove=args.remove)
+
+    def human(r: dict) -> None:
+        for f in r["files"]:
+            print(f"{f['action']:9s} {f['path']}")
+        for f in r["files"]:
+            if f["diff"]:
+                print("\n" + f["diff"].rstrip("\n"))
+        for f in r["files"]:
+            if f["backup"]:
+                print(f"backup of the old {Path(f['path']).name}: {f['backup']}")
+        changes = [f for f in r["files"] if f["action"] != "unchanged"]
+        if not changes:
+            print("nothing to change: already " + ("removed" if r["remove"] else "connected"))
+        elif not r["written"]:
+            print("\nnothing written yet: run it again with --confirm to make these changes")
+        for note in r["notes"]:
+            print(f"note: {note}")
 
     return _emit(args, reply, human)
 
@@ -360,6 +395,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  {r['pending']} unfinished write(s) will be completed by the next write")
         if r.get("degraded"):
             print(f"  ({r['degraded']})")
+        clients = r.get("clients") or {}
+        for name, last in clients.items():
+            print(f"  agent {name:12s} last hook event {last['event']} at {last['at']}")
+        if "clients" in r and not clients:
+            print("  no agent hook has run yet (see `memory-agent connect`)")
 
     return _emit(args, reply, human)
 
@@ -599,6 +639,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-index", action="store_true", help="do not start the daemon to build the index now"
     )
+
+    p = command(
+        "connect",
+        cmd_connect,
+        "merge the MCP server, hooks and permission rule into an agent's settings files",
+        "Show the change to AGENT's own settings files (the MCP server of this home, the "
+        "capture hooks, the permission rule for the read-only memory tools); with --confirm, "
+        "write it, keeping a backup of each file it changes. Running it again changes nothing; "
+        "--remove takes out exactly what it put in. The files are found from $HOME "
+        "($CLAUDE_CONFIG_DIR, $CODEX_HOME and $XDG_CONFIG_HOME are honoured).",
+    )
+    p.add_argument("agent", choices=("claude-code", "codex", "opencode", "cursor"))
+    p.add_argument("--confirm", action="store_true", help="write the change (default: preview)")
+    p.add_argument("--remove", action="store_true", help="take memory-agent's settings out")
 
     p = command("add", cmd_add, "add an entry (dedup, validate, write, commit, index)")
     p.add_argument("--title", required=True, help="one line saying the point (at most 200 chars)")

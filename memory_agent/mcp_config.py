@@ -7,7 +7,17 @@ import shlex
 import sys
 from pathlib import Path
 
-__all__ = ["OPENCODE_PLUGIN", "client_configs", "hook_command", "hook_configs", "proxy_command"]
+__all__ = [
+    "OPENCODE_PLUGIN",
+    "READ_TOOLS",
+    "WRITE_TOOLS",
+    "claude_permissions",
+    "client_configs",
+    "hook_command",
+    "hook_configs",
+    "hook_settings",
+    "proxy_command",
+]
 
 OPENCODE_PLUGIN = Path(__file__).parent / "integrations" / "opencode" / "memory-agent.ts"
 
@@ -46,43 +56,67 @@ def hook_command(home: Path, event: str, client: str = "claude-code") -> list[st
     return [sys.executable, "-S", str(launcher), event, "--home", str(home), "--client", client]
 
 
+READ_TOOLS = ("memory_search", "memory_get", "memory_history", "memory_index_status",
+              "memory_proposals")  # fmt: skip
+WRITE_TOOLS = ("memory_add", "memory_supersede", "memory_archive", "memory_set_importance",
+               "memory_accept", "memory_reject")  # fmt: skip
+ALLOW_WRITES = (
+    'To let the agent write too, add "mcp__memory" (every memory tool) to permissions.allow, '
+    "or only the writes you want: " + ", ".join(f"mcp__memory__{t}" for t in WRITE_TOOLS) + "."
+)
+
+
+def claude_permissions() -> dict:
+    """Claude Code's rule that lets the read-only memory tools run without asking (in `-p`
+    mode a tool nobody allowed is denied)."""
+    return {"allow": [f"mcp__memory__{t}" for t in READ_TOOLS]}
+
+
+def hook_settings(home: Path, client: str) -> dict:
+    """The hooks of `client` (claude-code or codex) as its settings file holds them; for Claude
+    Code also the permission rule. Every hook is synchronous: a headless run (`claude -p`,
+    `codex exec`) ends by killing hooks still running in the background, and Claude Code skips
+    SessionEnd while a background Stop hook runs. A capture hook costs ~40 ms."""
+
+    def entry(event: str, matcher: str | None = None, timeout: int = 5) -> list[dict]:
+        command = shlex.join(hook_command(home, event, client))
+        block: dict = {"hooks": [{"type": "command", "command": command, "timeout": timeout}]}
+        if matcher is not None:
+            block["matcher"] = matcher
+        return [block]
+
+    hooks = {
+        "SessionStart": entry("session-start", "startup|resume|clear|compact"),
+        "UserPromptSubmit": entry("prompt"),
+        "PostToolUse": entry("tool", "*", 10),
+    }
+    if client == "claude-code":
+        hooks["PostToolUseFailure"] = entry("tool-failure", "*", 10)
+        hooks["PermissionDenied"] = entry("denied", "*", 10)
+    hooks["Stop"] = entry("stop", None, 5)
+    hooks["SessionEnd"] = entry("session-end", None, 2)
+    if client == "claude-code":
+        return {"permissions": claude_permissions(), "hooks": hooks}
+    return {"hooks": hooks}
+
+
+def opencode_plugin_text(home: Path) -> str:
+    return (
+        f"cp {OPENCODE_PLUGIN} ~/.config/opencode/plugins/\n"
+        f"# it runs: MEMORY_AGENT_BIN={shlex.quote(proxy_command(home)[0])} "
+        f"MEMORY_AGENT_HOME={shlex.quote(str(home))} (set them in its environment)"
+    )
+
+
 def hook_configs(home: Path) -> dict[str, str]:
-    """Hook settings: capture every turn and inject recall before each prompt."""
-
-    def command(event: str, client: str) -> str:
-        return shlex.join(hook_command(home, event, client))
-
-    def hooks(client: str, capture_async: bool) -> dict:
-        def entry(event: str, matcher: str | None = None, timeout: int = 5, is_async=False):
-            handler = {"type": "command", "command": command(event, client), "timeout": timeout}
-            if is_async:
-                handler["async"] = True
-            block: dict = {"hooks": [handler]}
-            if matcher is not None:
-                block["matcher"] = matcher
-            return [block]
-
-        out = {
-            "SessionStart": entry("session-start", "startup|resume|clear|compact"),
-            "UserPromptSubmit": entry("prompt"),
-            "PostToolUse": entry("tool", "*", 10, capture_async),
-            "Stop": entry("stop", None, 5, capture_async),
-        }
-        if client == "claude-code":
-            out["PostToolUseFailure"] = entry("tool-failure", "*", 10, capture_async)
-            out["SessionEnd"] = entry("session-end", None, 2)
-        return {"hooks": out}
-
+    """Hook settings: capture every turn and inject recall before each prompt; for Claude Code
+    with the permission rule for the read-only memory tools beside the hooks."""
     return {
         "Claude Code hooks (~/.claude/settings.json)": json.dumps(
-            hooks("claude-code", True), indent=2
+            hook_settings(home, "claude-code"), indent=2
         ),
         "Codex hooks (~/.codex/hooks.json; trust them once in /hooks)": json.dumps(
-            hooks("codex", False), indent=2
+            hook_settings(home, "codex"), indent=2
         ),
-        "opencode plugin": (
-            f"cp {OPENCODE_PLUGIN} ~/.config/opencode/plugins/\n"
-            f"# it runs: MEMORY_AGENT_BIN={shlex.quote(proxy_command(home)[0])} "
-            f"MEMORY_AGENT_HOME={shlex.quote(str(home))} (set them in its environment)"
-        ),
+        "opencode plugin": opencode_plugin_text(home),
     }

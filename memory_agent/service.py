@@ -441,6 +441,13 @@ class Service:
         return self._write(self.gateway.archive, **kwargs)
 
     def status(self) -> dict[str, Any]:
+        from memory_agent.hooks import last_events
+
+        reply = self._status()
+        reply["clients"] = last_events(self.memory.home)  # each agent's last hook event
+        return reply
+
+    def _status(self) -> dict[str, Any]:
         self.touch()
         if not self.model_loaded:
             self.start_model_load()

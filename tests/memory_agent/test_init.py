@@ -30,3 +30,29 @@ def test_init_twice_is_harmless(env_home, minilm_model):
     second = make_memory(env_home, minilm_model).init(demo=True, embedder="minilm")
     assert first["demo_entries_added"] == 79 and second["demo_entries_added"] == 0
     assert second["created_repo"] is False and second["commit"] == first["commit"]
+
+
+def test_the_permission_rule_allows_exactly_the_read_only_tools():
+    """The rule `init` prints and `connect` writes follows the tools' own readOnlyHint."""
+    import json
+    from pathlib import Path
+
+    from memory_agent import mcp_config
+
+    tools = json.loads((Path(mcp_config.__file__).parent / "tools.json").read_text())
+    read_only = {t["name"] for t in tools if (t.get("annotations") or {}).get("readOnlyHint")}
+    assert set(mcp_config.READ_TOOLS) == read_only
+    assert set(mcp_config.WRITE_TOOLS) == {t["name"] for t in tools} - read_only
+    rule = mcp_config.claude_permissions()["allow"]
+    assert rule == [f"mcp__memory__{t}" for t in mcp_config.READ_TOOLS]
+
+
+def test_the_hook_settings_call_the_hook_command_of_each_client(tmp_path):
+    from memory_agent.mcp_config import hook_settings
+
+    for client in ("claude-code", "codex"):
+        hooks = hook_settings(tmp_path, client)["hooks"]
+        for blocks in hooks.values():
+            [handler] = blocks[0]["hooks"]
+            assert "hookrun.py" in handler["command"] and f"--client {client}" in handler["command"]
+            assert "async" not in handler

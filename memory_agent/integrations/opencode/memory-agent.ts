@@ -45,8 +45,10 @@ export const MemoryAgent: Plugin = async ({ $, directory }) => {
         pending.delete(input.sessionID!)
       }
     },
+    // Awaited, not fire-and-forget: a headless `opencode run` may exit before a background
+    // call finishes (the record would be lost); a capture hook costs ~40 ms.
     "tool.execute.after": async (input, output) => {
-      void hook("tool", {
+      await hook("tool", {
         session_id: input.sessionID,
         tool_name: input.tool,
         tool_use_id: input.callID,
@@ -56,7 +58,7 @@ export const MemoryAgent: Plugin = async ({ $, directory }) => {
     },
     event: async ({ event }) => {
       if (event.type === "session.idle")
-        void hook("stop", { session_id: (event as any).properties.sessionID })
+        await hook("stop", { session_id: (event as any).properties.sessionID })
     },
   }
 }

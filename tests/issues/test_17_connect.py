@@ -1,0 +1,249 @@
+"""Issue 17 (connect): `memory-agent connect AGENT` merges the MCP server, the hooks and the
+permission rule into the agent's own settings files - a preview by default, --confirm writes
+with a backup, a second run changes nothing, --remove takes out exactly what it put in, and a
+malformed file is refused with nothing changed. The real CLI as a subprocess, HOME in tmp."""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.memory_agent.mcp_helpers import env_for
+
+USER_SETTINGS = {
+    "model": "opus",
+    "env": {"FOO": "1"},
+    "hooks": {
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send 'done'"}]}],
+        "PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": "/opt/guard.sh"}]}
+        ],
+    },
+    "permissions": {"allow": ["Bash(npm run test:*)"], "deny": ["Read(./.env)"]},
+}
+USER_CLAUDE_JSON = {
+    "numStartups": 12,
+    "projects": {"/home/u/src/app": {"allowedTools": [], "history": []}},
+    "mcpServers": {"github": {"type": "stdio", "command": "gh-mcp", "args": [], "env": {}}},
+}
+USER_CODEX_TOML = """# my Codex settings
+model = "gpt-5"
+approval_policy = "on-request"
+
+[mcp_servers.github]
+command = "gh-mcp"
+args = []
+
+[projects."/home/u/src/app"]
+trust_level = "trusted"
+"""
+
+
+def connect(user_home, mem_home, cache, *args, **env):
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory_agent", "--home", str(mem_home), "connect", *args],
+        capture_output=True, text=True, timeout=120,
+        env=env_for(mem_home, cache, HOME=str(user_home), **env),
+    )  # fmt: skip
+    return proc
+
+
+def ok(proc):
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.fixture
+def homes(tmp_path):
+    user = tmp_path / "user"
+    user.mkdir()
+    env = {k: "" for k in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_CONFIG_HOME")}
+    return user, tmp_path / "memory-home", env
+
+
+def test_claude_code_preview_confirm_idempotent_remove(homes, shared_cache):
+    user, mem, env = homes
+    (user / ".claude").mkdir()
+    settings, claude_json = user / ".claude" / "settings.json", user / ".claude.json"
+    settings.write_text(json.dumps(USER_SETTINGS, indent=2) + "\n")
+    claude_json.write_text(json.dumps(USER_CLAUDE_JSON, indent=2))  # Claude Code: no final \n
+    before = tree(user)
+    preview = ok(connect(user, mem, shared_cache, "claude-code", **env))
+    assert tree(user) == before  # a preview writes nothing
+    assert f"update    {settings}" in preview and "+++ " + str(settings) in preview
+    assert "mcp__memory__memory_search" in preview and "--confirm" in preview
+
+    ok(connect(user, mem, shared_cache, "claude-code", "--confirm", **env))
+    merged = json.loads(settings.read_text())
+    assert merged["model"] == "opus" and merged["env"] == {"FOO": "1"}
+    assert merged["permissions"]["deny"] == ["Read(./.env)"]
+    assert merged["permissions"]["allow"][0] == "Bash(npm run test:*)"
+    assert "mcp__memory__memory_get" in merged["permissions"]["allow"]
+    stop = merged["hooks"]["Stop"]
+    assert stop[0]["hooks"][0]["command"] == "notify-send 'done'" and len(stop) == 2
+    assert "hookrun.py stop" in stop[1]["hooks"][0]["command"]
+    assert not any(h.get("async") for b in merged["hooks"].values() for x in b for h in x["hooks"])
+    assert {"PermissionDenied", "SessionEnd", "PostToolUseFailure"} <= set(merged["hooks"])
+    state = json.loads(claude_json.read_text())
+    assert state["numStartups"] == 12 and set(state["mcpServers"]) == {"github", "memory"}
+    assert state["mcpServers"]["memory"]["args"][-3:] == ["proxy", "--home", str(mem)]
+    # a backup of each changed file, holding the old bytes
+    [backup] = (user / ".claude").glob("settings.json.memory-agent-*.bak")
+    assert backup.read_bytes() == before[".claude/settings.json"]
+    [backup] = user.glob(".claude.json.memory-agent-*.bak")
+    assert backup.read_bytes() == before[".claude.json"]
+
+    connected = tree(user)
+    again = ok(connect(user, mem, shared_cache, "claude-code", "--confirm", **env))
+    assert "nothing to change" in again and tree(user) == connected  # idempotent
+
+    ok(connect(user, mem, shared_cache, "claude-code", "--remove", "--confirm", **env))
+    assert settings.read_bytes() == before[".claude/settings.json"]  # byte for byte
+    assert claude_json.read_bytes() == before[".claude.json"]
+
+
+def test_the_connected_hook_command_captures(homes, shared_cache):
+    user, mem, env = homes
+    subprocess.run(
+        [sys.executable, "-m", "memory_agent", "init", "--no-index", "--home", str(mem)],
+        capture_output=True, env=env_for(mem, shared_cache), check=True, timeout=120,
+    )  # fmt: skip
+    ok(connect(user, mem, shared_cache, "claude-code", "--confirm", **env))
+    settings = json.loads((user / ".claude" / "settings.json").read_text())
+    [block] = settings["hooks"]["PostToolUse"]
+    command = shlex.split(block["hooks"][0]["command"])
+    payload = {"session_id": "conn-1", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+               "tool_input": {"command": "ls"}, "tool_response": {"stdout": "x"}}  # fmt: skip
+    (mem / "run").mkdir(exist_ok=True)
+    (mem / "run" / "daemon.sock").mkdir()  # no daemon needed, none started
+    subprocess.run(command, input=json.dumps(payload), text=True, check=True, timeout=60,
+                   env=env_for(mem, shared_cache))  # fmt: skip
+    assert '"tool": "Bash"' in (mem / "journal" / "conn-1.jsonl").read_text()
+
+
+def test_an_old_async_hook_of_ours_is_replaced_not_duplicated(homes, shared_cache):
+    user, mem, env = homes
+    (user / ".claude").mkdir()
+    old = (
+        "/usr/bin/python3 -S /old/site/memory_agent/hookrun.py stop --home /x --client claude-code"
+    )
+    settings = user / ".claude" / "settings.json"
+    settings.write_text(json.dumps({"hooks": {"Stop": [
+        {"hooks": [{"type": "command", "command": old, "timeout": 5, "async": True}]},
+        {"hooks": [{"type": "command", "command": "say done"}]},
+    ]}}, indent=2))  # fmt: skip
+    ok(connect(user, mem, shared_cache, "claude-code", "--confirm", **env))
+    stop = json.loads(settings.read_text())["hooks"]["Stop"]
+    assert len(stop) == 2 and stop[1]["hooks"][0]["command"] == "say done"
+    assert "async" not in stop[0]["hooks"][0] and "/old/site" not in json.dumps(stop)
+
+
+def test_codex_config_toml_and_hooks_json(homes, shared_cache):
+    user, mem, env = homes
+    codex = user / ".codex"
+    codex.mkdir()
+    (codex / "config.toml").write_text(USER_CODEX_TOML)
+    before = tree(user)
+    out = ok(connect(user, mem, shared_cache, "codex", "--confirm", **env))
+    assert "/hooks" in out and "trust" in out  # its hooks stay untrusted until trusted
+    text = (codex / "config.toml").read_text()
+    assert text.startswith(USER_CODEX_TOML)  # the user's lines untouched
+    parsed = tomllib.loads(text)
+    assert parsed["mcp_servers"]["github"]["command"] == "gh-mcp"
+    assert parsed["mcp_servers"]["memory"]["args"][-3:] == ["proxy", "--home", str(mem)]
+    assert parsed["projects"]["/home/u/src/app"]["trust_level"] == "trusted"
+    hooks = json.loads((codex / "hooks.json").read_text())["hooks"]
+    assert {"SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"} == set(hooks)
+    assert all("--client codex" in b["hooks"][0]["command"] for b in (x[0] for x in hooks.values()))
+    connected = tree(user)
+    ok(connect(user, mem, shared_cache, "codex", "--confirm", **env))
+    assert tree(user) == connected
+    ok(connect(user, mem, shared_cache, "codex", "--remove", "--confirm", **env))
+    assert (codex / "config.toml").read_bytes() == before[".codex/config.toml"]
+    assert json.loads((codex / "hooks.json").read_text()) == {}
+
+
+def test_codex_home_is_honoured(homes, shared_cache, tmp_path):
+    user, mem, env = homes
+    env["CODEX_HOME"] = str(tmp_path / "elsewhere")
+    ok(connect(user, mem, shared_cache, "codex", "--confirm", **env))
+    assert (tmp_path / "elsewhere" / "config.toml").is_file() and not (user / ".codex").exists()
+
+
+def test_opencode_and_cursor(homes, shared_cache):
+    user, mem, env = homes
+    ok(connect(user, mem, shared_cache, "opencode", "--confirm", **env))
+    config = json.loads((user / ".config" / "opencode" / "opencode.json").read_text())
+    assert config["mcp"]["memory"]["command"][-3:] == ["proxy", "--home", str(mem)]
+    plugin = (user / ".config" / "opencode" / "plugins" / "memory-agent.ts").read_text()
+    assert json.dumps(str(mem)) in plugin and 'await hook("tool"' in plugin
+    ok(connect(user, mem, shared_cache, "cursor", "--confirm", **env))
+    cursor = json.loads((user / ".cursor" / "mcp.json").read_text())
+    assert cursor["mcpServers"]["memory"]["args"][-3:] == ["proxy", "--home", str(mem)]
+    connected = tree(user)
+    for agent in ("opencode", "cursor"):
+        ok(connect(user, mem, shared_cache, agent, "--confirm", **env))
+    assert tree(user) == connected
+    ok(connect(user, mem, shared_cache, "opencode", "--remove", "--confirm", **env))
+    assert not (user / ".config" / "opencode" / "plugins" / "memory-agent.ts").exists()
+    assert json.loads((user / ".config" / "opencode" / "opencode.json").read_text()) == {}
+
+
+@pytest.mark.parametrize(
+    ("agent", "name", "text", "fix"),
+    [
+        ("claude-code", ".claude/settings.json", '{"hooks": {,}', "fix or move"),
+        ("claude-code", ".claude/settings.json", '{"hooks": []}', 'make "hooks" an object'),
+        ("codex", ".codex/config.toml", "model = \n[x", "fix or move"),
+        ("cursor", ".cursor/mcp.json", "[1, 2]", "fix or move"),
+    ],
+)
+def test_a_malformed_file_is_refused_and_nothing_changes(homes, shared_cache, agent, name, text,
+                                                         fix):  # fmt: skip
+    user, mem, env = homes
+    path = user / name
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    before = tree(user)
+    proc = connect(user, mem, shared_cache, agent, "--confirm", **env)
+    assert proc.returncode == 2
+    assert str(path) in proc.stderr and "memory-agent connect: config:" in proc.stderr
+    assert "fix: " in proc.stderr and fix in proc.stderr
+    assert tree(user) == before  # no change, no backup
+
+
+def test_someone_elses_memory_server_is_not_overwritten(homes, shared_cache):
+    user, mem, env = homes
+    (user / ".claude.json").write_text(json.dumps(
+        {"mcpServers": {"memory": {"command": "npx", "args": ["@modelcontextprotocol/server-memory"]}}}
+    ))  # fmt: skip
+    before = tree(user)
+    proc = connect(user, mem, shared_cache, "claude-code", "--confirm", **env)
+    assert proc.returncode == 2 and "conflict" in proc.stderr and "rename or remove" in proc.stderr
+    assert tree(user) == before
+    codex = user / ".codex"
+    codex.mkdir()
+    (codex / "config.toml").write_text('[mcp_servers.memory]\ncommand = "npx"\n')
+    before = tree(user)
+    proc = connect(user, mem, shared_cache, "codex", "--confirm", **env)
+    assert proc.returncode == 2 and "[mcp_servers.memory]" in proc.stderr
+    assert tree(user) == before
+
+
+def test_json_output(homes, shared_cache):
+    user, mem, env = homes
+    reply = json.loads(ok(connect(user, mem, shared_cache, "cursor", "--json", **env)))
+    assert reply["written"] is False and reply["files"][0]["action"] == "create"
+    assert reply["files"][0]["diff"].startswith("--- /dev/null")
+    assert not os.path.exists(user / ".cursor")

@@ -184,8 +184,7 @@ class Service:
     def run_gate(self) -> dict[str, Any]:
         self.touch()
         self.wait_for_model()
-        with self.lock:
-            return self.gate.run()
+        return self.gate.run(write_lock=self.lock)  # the parse and the summarizer run unlocked
 
     # -- what the browser reads (memory_agent.ui) ------------------------------------------
     def overview(self) -> dict[str, Any]:

@@ -120,9 +120,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "gate",
         "MEMORY_AGENT_GATE",
-        "auto",
-        "What the ingest gate does with a lesson verified by recurring outcomes: `auto` writes "
-        "it to the KB (source: auto), `propose` puts it in the inbox for memory_accept, `off`.",
+        "propose",
+        "What the ingest gate does with a lesson verified by recurring outcomes: `propose` "
+        "(default) puts it in the inbox for memory_accept, `auto` writes it to the KB (source: "
+        "auto; a person opts in), `off`.",
     ),
     Setting(
         "gate_min_episodes",

@@ -24,7 +24,15 @@ from memory_agent.clock import iso
 from memory_agent.journal import read_session
 from ragcore import Document
 
-__all__ = ["EPISODES", "Episode", "Step", "command_key", "episodes_of", "error_signature"]
+__all__ = [
+    "EPISODES",
+    "Episode",
+    "Step",
+    "command_key",
+    "episodes_of",
+    "error_signature",
+    "is_bare",
+]
 
 EPISODES = "episodes"
 EDIT_TOOLS = {"Edit", "MultiEdit", "Write", "NotebookEdit", "apply_patch", "edit", "write", "patch"}
@@ -79,11 +87,18 @@ class Episode:
             "created": iso(self.started),
             "session": self.session,
             "turn": self.n,
+            "bare": not self.steps and not self.answer.strip(),  # a question, nothing more
         }
         if self.cwd:
             meta["cwd"] = self.cwd
         return Document(self.id, title, "\n\n".join(p for p in parts if p), meta, EPISODES,
                         str(path) if path else None)  # fmt: skip
+
+
+def is_bare(text: str) -> bool:
+    """Is an episode's text a prompt alone (no steps, no answer)? For episodes indexed before
+    their metadata said so (`bare`)."""
+    return "\n\nSteps:\n" not in text and "\n\nAnswer: " not in text
 
 
 def error_signature(text: str) -> str:

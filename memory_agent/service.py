@@ -241,8 +241,8 @@ class Service:
     def run_gate(self) -> dict[str, Any]:
         self.touch()
         self.wait_for_model()
-        with self._gate_lock:  # its gateway writes take the write lock themselves
-            return self.gate.run()
+        with self._gate_lock:  # the journal parse and the summarizer run without the write lock
+            return self.gate.run(write_lock=self.lock)
 
     # -- what the browser reads (memory_agent.ui) ------------------------------------------
     def overview(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from memory_agent.journal import append, compact, read_session, sessions
 from memory_agent.mcp_config import hook_command
 from memory_agent.memory import Memory
 from tests.memory_agent.helpers import git
-from tests.memory_agent.mcp_helpers import daemon_pids, env_for
+from tests.memory_agent.mcp_helpers import ROOT, daemon_pids, env_for
 
 SECRET = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
 
@@ -52,6 +52,7 @@ def home(tmp_path, shared_cache, monkeypatch):
     home = tmp_path / "home"
     monkeypatch.setenv("MEMORY_AGENT_CACHE", str(shared_cache))
     monkeypatch.setenv("MEMORY_AGENT_EMBEDDER", "minilm")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the daemon runs this checkout's code
     Memory(config.load({"home": str(home)})).init(demo=True, embedder="minilm", sync=False)
     client = DaemonClient(home)
     client.ensure()
@@ -212,7 +213,10 @@ def failure_then_fix(home, cache, session, n):
 
 
 def test_the_gate_promotes_a_recurring_verified_fix_once(home, shared_cache):
+    (home / "config.toml").write_text('embedder = "minilm"\ngate = "auto"\n')  # opted in
+    DaemonClient(home).stop(wait=True)  # the daemon reads config at start
     client = DaemonClient(home)
+    client.ensure()
     head = git(home / "kb", "rev-parse", "HEAD").strip()
     failure_then_fix(home, shared_cache, "gate-a", 1)
     assert client.admin("gate")["promoted"] == []  # one episode: an observation, no lesson
@@ -280,7 +284,8 @@ def test_an_optional_summarising_model_rewrites_the_text_but_does_not_decide(hom
     try:
         url = f"http://127.0.0.1:{server.server_port}/v1"
         (home / "config.toml").write_text(
-            f'embedder = "minilm"\nsummarizer_url = "{url}"\nsummarizer_model = "llama3"\n'
+            f'embedder = "minilm"\ngate = "auto"\nsummarizer_url = "{url}"\n'
+            'summarizer_model = "llama3"\n'
         )
         DaemonClient(home).stop(wait=True)
         client = DaemonClient(home)
@@ -292,9 +297,8 @@ def test_an_optional_summarising_model_rewrites_the_text_but_does_not_decide(hom
         [entry] = client.admin("gate")["promoted"]
         path, body = _FakeChat.seen[-1]
         assert path == "/v1/chat/completions" and body["model"] == "llama3"
-        assert client.call_tool("memory_get", {"id": entry})["body"] == (
-            "Install respx as a dev dependency."
-        )
+        body = client.call_tool("memory_get", {"id": entry})["body"]
+        assert body.startswith("Install respx as a dev dependency.\n\n**Observed output.**")
     finally:
         server.shutdown()
 

@@ -805,7 +805,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "event",
         nargs="?",
-        help="session-start, prompt, tool, tool-failure, stop or session-end "
+        help="session-start, prompt, tool, tool-failure, denied, stop or session-end "
         "(default: the input's hook_event_name)",
     )
     p.add_argument("--client", help="claude-code (default), codex or opencode")

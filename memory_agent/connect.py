@@ -411,7 +411,8 @@ NOTES = {
     "codex": [
         "Codex runs the hooks only once you trust them: start `codex`, type /hooks and trust "
         "the memory-agent hooks (after any change to hooks.json, again).",
-        "Codex fires no hook for a failing MCP tool call: such calls are not in the journal.",
+        "Codex fires no hook for a failing MCP tool call: the Stop hook reads those from "
+        "Codex's session file.",
     ],
     "opencode": ["the plugin calls `memory-agent hook` with this home; restart opencode"],
     "cursor": ["Cursor has no hooks memory-agent uses: the MCP tools only"],

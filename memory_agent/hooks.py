@@ -24,7 +24,8 @@ one `ok: false, denied: <reason>`, neither with an `error` (Claude Code fires Pe
 only in auto mode: the Stop hook also reads the calls `claude -p` refused from the end of the
 transcript). Codex reports a shell command's
 output as a plain string with no exit code: the hook reads the code from the end of the
-session's rollout file (`transcript_path`, matched by `tool_use_id`). An MCP result
+session's rollout file (`transcript_path`, matched by `tool_use_id`), and at Stop the turn's
+failed MCP calls, for which Codex fires no hook. An MCP result
 (`CallToolResult`) is journaled once (its `structuredContent` when it has one) with
 `ok = not isError`.
 
@@ -268,14 +269,7 @@ def claude_denials(
                 denied[str(block.get("tool_use_id"))] = str(text or "permission denied")[:500]
     if not denied:
         return []
-    from memory_agent.journal import session_name
-
-    journal = folder / f"{session_name(session)}.jsonl"
-    for line in _tail_lines(journal, 256_000, b'"call"'):
-        try:
-            denied.pop(str(json.loads(line).get("call")), None)
-        except (ValueError, AttributeError):
-            continue
+    _drop_journaled(denied, folder, session)
     out = []
     for line in _tail_lines(transcript, ROLLOUT_TAIL, b'"tool_use"'):
         try:
@@ -289,6 +283,52 @@ def claude_denials(
                     fake = {**payload, "tool_name": block.get("name"), "reason": reason,
                             "tool_input": block.get("input"), "tool_use_id": block.get("id")}  # fmt: skip
                     out.append(record_for("denied", fake, now, client))
+    return out
+
+
+def _drop_journaled(calls: dict[str, Any], folder: Path, session: str) -> None:
+    """Remove from `calls` the tool_use_ids the session's journal already holds (its end)."""
+    from memory_agent.journal import session_name
+
+    journal = folder / f"{session_name(session)}.jsonl"
+    for line in _tail_lines(journal, 256_000, b'"call"'):
+        try:
+            calls.pop(str(json.loads(line).get("call")), None)
+        except (ValueError, AttributeError):
+            continue
+
+
+def codex_failed_mcp(
+    payload: dict[str, Any], folder: Path, session: str, now: float, client: str
+) -> list[dict[str, Any]]:
+    """MCP tool calls that failed in this Codex turn, read at Stop from the end of its rollout
+    (Codex 0.171.0 fires no PostToolUse for them), less those the journal already holds."""
+    transcript = payload.get("transcript_path")
+    if not isinstance(transcript, str) or not transcript.endswith(".jsonl"):
+        return []
+    failed: dict[str, dict[str, Any]] = {}
+    for line in _tail_lines(transcript, ROLLOUT_TAIL, b'"McpToolCall"'):
+        try:
+            event = json.loads(line).get("payload") or {}
+            item = event.get("item") or {}
+        except (ValueError, AttributeError):
+            continue
+        if not (event.get("type") == "item_completed" and isinstance(item, dict)):
+            continue
+        if item.get("type") != "McpToolCall" or item.get("status") != "failed":
+            continue
+        if payload.get("turn_id") and event.get("turn_id") not in (None, payload["turn_id"]):
+            continue
+        failed[str(item.get("id"))] = item
+    _drop_journaled(failed, folder, session)
+    out = []
+    for call, item in failed.items():
+        result = item.get("result") if isinstance(item.get("result"), dict) else {}
+        texts = [c.get("text") for c in result.get("content") or [] if isinstance(c, dict)]
+        error = " ".join(str(t) for t in texts if t) or str(item.get("error") or "failed")
+        fake = {**payload, "tool_name": f"mcp__{item.get('server')}__{item.get('tool')}",
+                "tool_input": item.get("arguments"), "tool_use_id": call, "error": error}  # fmt: skip
+        out.append(record_for("tool-failure", fake, now, client))
     return out
 
 
@@ -402,12 +442,15 @@ def run(
     now = Clock.from_setting(cfg.clock).now()
     note_client(home, client, event, now)
     if str(cfg.capture) == "on":
-        if event == "stop" and client == "claude-code":
-            try:  # denied calls a PermissionDenied hook never saw (before the answer)
-                for record in claude_denials(payload, home / "journal", session, now, client):
+        if event == "stop" and client in ("claude-code", "codex"):
+            # calls no hook reported (before the answer): Claude Code's silent denials, Codex's
+            # failed MCP calls
+            missed = claude_denials if client == "claude-code" else codex_failed_mcp
+            try:
+                for record in missed(payload, home / "journal", session, now, client):
                     journal.append(home / "journal", session, record)
             except Exception as exc:  # noqa: BLE001 - the answer is journaled all the same
-                _log(home, f"stop: denied calls not read from the transcript: {exc}")
+                _log(home, f"stop: unreported calls not read from the transcript: {exc}")
         journal.append(home / "journal", session, record_for(event, payload, now, client))
     remaining = deadline - time.monotonic()
     if event in ("stop", "session-end"):  # let the gate run: sent, not waited for

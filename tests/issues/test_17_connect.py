@@ -205,6 +205,8 @@ def test_opencode_and_cursor(homes, shared_cache):
     [
         ("claude-code", ".claude/settings.json", '{"hooks": {,}', "fix or move"),
         ("claude-code", ".claude/settings.json", '{"hooks": []}', 'make "hooks" an object'),
+        ("claude-code", ".claude.json", '{"numStartups": 3,', "fix or move"),  # settings.json
+        ("opencode", ".config/opencode/opencode.json", "{\n  // a comment\n}", "fix or move"),
         ("codex", ".codex/config.toml", "model = \n[x", "fix or move"),
         ("cursor", ".cursor/mcp.json", "[1, 2]", "fix or move"),
     ],
@@ -213,7 +215,7 @@ def test_a_malformed_file_is_refused_and_nothing_changes(homes, shared_cache, ag
                                                          fix):  # fmt: skip
     user, mem, env = homes
     path = user / name
-    path.parent.mkdir(parents=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     before = tree(user)
     proc = connect(user, mem, shared_cache, agent, "--confirm", **env)

@@ -317,3 +317,40 @@ def test_a_call_claude_p_denies_without_a_hook_is_journaled_at_stop(home, shared
     assert denied["ok"] is False and "error" not in denied and denied["call"] == "toolu_0004"
     assert denied["denied"].startswith("Claude requested permissions to use")
     assert first_stop["event"] == second_stop["event"] == "stop"
+
+
+def test_a_failed_codex_mcp_call_is_journaled_at_stop(home, shared_cache, tmp_path):
+    """Codex 0.171.0 fires no hook for a failing MCP call; its rollout records it."""
+    transcript = tmp_path / f"rollout-2026-12-01T18-49-52-{SESSION}.jsonl"
+    error = {"error": {"code": "not_found", "message": "no entry with id 'no/such-entry'",
+                       "fix": "find ids with memory_search"}}  # fmt: skip
+    lines = [  # trimmed from a real rollout
+        {"timestamp": "t", "type": "response_item", "payload": {
+            "type": "function_call", "name": "memory_get", "namespace": "mcp__memory",
+            "arguments": "{\"id\":\"no/such-entry\"}", "call_id": "call_3"}},
+        {"timestamp": "t", "type": "event_msg", "payload": {
+            "type": "item_completed", "thread_id": SESSION, "turn_id": TURN, "item": {
+                "type": "McpToolCall", "id": "call_3", "server": "memory", "tool": "memory_get",
+                "arguments": {"id": "no/such-entry"}, "readOnlyHint": True, "status": "failed",
+                "result": {"content": [{"type": "text", "text": "not_found: no entry with id "
+                                        "'no/such-entry'\nfix: find ids with memory_search"}],
+                           "structuredContent": error, "isError": True}}}},
+        {"timestamp": "t", "type": "event_msg", "payload": {
+            "type": "item_completed", "thread_id": SESSION, "turn_id": "an-earlier-turn", "item": {
+                "type": "McpToolCall", "id": "call_0", "server": "memory", "tool": "memory_get",
+                "arguments": {"id": "x"}, "status": "failed", "result": {"isError": True}}}},
+    ]  # fmt: skip
+    transcript.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+    stop = {"session_id": SESSION, "turn_id": TURN, "transcript_path": str(transcript),
+            "cwd": "/tmp/work", "hook_event_name": "Stop", "model": "gpt-test",
+            "permission_mode": "bypassPermissions", "stop_hook_active": False,
+            "last_assistant_message": "done"}  # fmt: skip
+    assert hook(home, shared_cache, "stop", stop, client="codex").strip() == "{}"
+    assert hook(home, shared_cache, "stop", stop, client="codex").strip() == "{}"  # no twice
+    failed, first_stop, second_stop = records(home, SESSION)
+    assert failed["tool"] == "mcp__memory__memory_get" and failed["input"] == {
+        "id": "no/such-entry"
+    }
+    assert failed["ok"] is False and failed["error"].startswith("not_found: no entry")
+    assert failed["call"] == "call_3"
+    assert first_stop["event"] == second_stop["event"] == "stop"

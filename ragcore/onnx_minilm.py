@@ -90,9 +90,14 @@ class OnnxMiniLM:
                 ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
             )
         self._query, self._batch = sessions
+        # A batch of 32 texts of up to 256 tokens grows ONNX Runtime's arena by ~500 MB, which
+        # it would keep for the daemon's life: shrink it after each batch run (as fast as the
+        # arena; turning the arena off is ~1.6x slower), then give the pages back (`_trim`).
+        self._shrink = ort.RunOptions()
+        self._shrink.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         self._lock = threading.Lock()
 
-    def _encode(self, texts: Sequence[str], session) -> np.ndarray:
+    def _encode(self, texts: Sequence[str], session, run_options=None) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(list(texts))
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(texts), width), dtype=np.int64)
@@ -101,7 +106,7 @@ class OnnxMiniLM:
             ids[i, : len(e.ids)] = e.ids
             mask[i, : len(e.ids)] = 1
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden = session.run(None, feed)[0]
+        hidden = session.run(None, feed, run_options)[0]
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
@@ -120,5 +125,17 @@ class OnnxMiniLM:
         out = np.zeros((len(texts), 384), dtype=np.float32)
         for start in range(0, len(order), batch_size):
             part = order[start : start + batch_size]
-            out[part] = self._encode([texts[i] for i in part], self._batch)
+            out[part] = self._encode([texts[i] for i in part], self._batch, self._shrink)
+        _trim()
         return out
+
+
+def _trim() -> None:
+    """Give the batch's freed buffers back to the system (glibc keeps them otherwise: a long-lived
+    daemon would hold the peak of its largest batch for good)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass

@@ -306,15 +306,3 @@ def test_a_daemon_of_another_version_is_replaced(home, shared_cache):
     health = client.ensure()
     assert health["version"] != "0.0.1-old" and health["pid"] != proc.pid
     assert proc.wait(timeout=30) == 0
-
-
-def test_the_proxy_imports_nothing_heavy():
-    code = (
-        "import sys\nfrom memory_agent.cli import build_parser\nimport memory_agent.proxy\n"
-        "heavy = ('torch', 'numpy', 'qdrant_client', 'FlagEmbedding', 'transformers', "
-        "'sentence_transformers', 'mcp', 'pydantic', 'ragcore', 'starlette', 'git')\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"

@@ -218,3 +218,8 @@ class BGEM3Embedder:
     def embed_query(self, text: str) -> Embedding:
         _set_query_threads()
         return self._encode([text], query=True)[0]
+
+
+def make(model_path: str | None = None, runtime: str = "auto", work_dir=None) -> BGEM3Embedder:
+    """The `bge-m3` entry of ragcore's embedder registry (`runtime`, `work_dir`: unused)."""
+    return BGEM3Embedder(model_path or "BAAI/bge-m3")

@@ -344,7 +344,30 @@ class CachedEmbedder:
         return emb
 
 
-EMBEDDERS = ("minilm", "bge-m3")
+# Embedders by name: the built-in ones, then any a package registers under the entry-point group
+# `ragcore.embedders` (as llm's plugins do): `name = "package.module:factory"`, where
+# `factory(model_path=None, runtime="auto", work_dir=None)` returns an `Embedder`.
+ENTRY_POINT_GROUP = "ragcore.embedders"
+BUILTIN_EMBEDDERS = {"minilm": "ragcore.embedding:make_minilm", "bge-m3": "ragcore.bge_m3:make"}
+EMBEDDERS = tuple(BUILTIN_EMBEDDERS)
+
+
+def make_minilm(
+    model_path: str | None = None, runtime: str = "auto", work_dir: str | Path | None = None
+) -> MiniLMEmbedder:
+    """MiniLM; its ONNX graph is kept under `work_dir/onnx` (or the user cache folder)."""
+    onnx_dir = Path(work_dir) / "onnx" if work_dir is not None else None
+    return MiniLMEmbedder(model_path, runtime=runtime, onnx_dir=onnx_dir)
+
+
+def registered_embedders() -> dict[str, str]:
+    """{name: "module:factory"}: the built-in embedders and those registered by packages."""
+    from importlib.metadata import entry_points
+
+    found = dict(BUILTIN_EMBEDDERS)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(ep.name, ep.value)
+    return found
 
 
 def make_embedder(
@@ -354,14 +377,18 @@ def make_embedder(
     runtime: str = "auto",
     work_dir: str | Path | None = None,
 ) -> Embedder:
-    """The embedder called `name` ("minilm" or "bge-m3"); `model_path` overrides the weights;
-    `runtime` and `work_dir` (where derived model files such as the ONNX export are kept)
-    choose how MiniLM runs."""
-    if name == "minilm":
-        onnx_dir = Path(work_dir) / "onnx" if work_dir is not None else None
-        return MiniLMEmbedder(model_path, runtime=runtime, onnx_dir=onnx_dir)
-    if name == "bge-m3":
-        from ragcore.bge_m3 import BGEM3Embedder
+    """The embedder registered as `name`; `model_path` overrides the weights; `runtime` and
+    `work_dir` (where derived model files such as the ONNX graph are kept) go to its factory."""
+    import importlib
 
-        return BGEM3Embedder(model_path or "BAAI/bge-m3")
-    raise EmbedderError(f"unknown embedder {name!r}: choose one of {', '.join(EMBEDDERS)}")
+    known = BUILTIN_EMBEDDERS if name in BUILTIN_EMBEDDERS else registered_embedders()
+    target = known.get(name)
+    if target is None:
+        known = registered_embedders()
+        raise EmbedderError(
+            f"unknown embedder {name!r}: choose one of {', '.join(known)}",
+            f"a package adds one under the entry-point group {ENTRY_POINT_GROUP}",
+        )
+    module, _, attr = target.partition(":")
+    factory = getattr(importlib.import_module(module), attr)
+    return factory(model_path=model_path, runtime=runtime, work_dir=work_dir)

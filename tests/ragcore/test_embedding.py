@@ -44,6 +44,35 @@ def test_unknown_embedder_names_the_choices():
         make_embedder("word2vec")
 
 
+def test_a_package_registers_an_embedder_by_entry_point(tmp_path):
+    """As pip installs a plugin: a dist-info folder with entry_points.txt on sys.path."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    (tmp_path / "toy_embedder.py").write_text(
+        "import numpy as np\nfrom ragcore.embedding import Embedding\n"
+        "class Toy:\n    model_id, dim, has_sparse = 'toy/1', 3, False\n"
+        "    def embed_query(self, text):\n"
+        "        return Embedding(dense=np.array([len(text), 1, 0], 'float32'))\n"
+        "def make(model_path=None, runtime='auto', work_dir=None):\n    return Toy()\n"
+    )
+    info = tmp_path / "toy_embedder-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-embedder\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[ragcore.embedders]\ntoy = toy_embedder:make\n")
+    code = (
+        "from ragcore import make_embedder\nfrom ragcore.embedding import registered_embedders\n"
+        "print(sorted(registered_embedders()), make_embedder('toy').embed_query('abcd').dense[0])"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{root}"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert out.stdout.split() == ["['bge-m3',", "'minilm',", "'toy']", "4.0"], out.stderr
+
+
 def test_minilm_refuses_a_directory_without_a_model(tmp_path):
     with pytest.raises(EmbedderError, match="no sentence-transformers model"):
         MiniLMEmbedder(tmp_path)

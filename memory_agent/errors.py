@@ -153,6 +153,13 @@ class ErrorInfo(NamedTuple):
         return f"{self.code}: {self.message}" + (f"\nfix: {self.fix}" if self.fix else "")
 
 
+RAGCORE_FIXES = {
+    "index": "run `memory-agent rebuild`",
+    "model": "`memory-agent init --embedder minilm` switches to the offline model; `model_path` "
+    "in config.toml (MEMORY_AGENT_MODEL_PATH) points at local weights",
+}
+
+
 def describe(exc: BaseException, *, log_hint: str = "the daemon log") -> ErrorInfo:
     """The code, message and fix of any exception. Errors raised on purpose (ours, ragcore's)
     keep theirs; anything else is a bug, reported as `internal` without its details."""
@@ -160,7 +167,9 @@ def describe(exc: BaseException, *, log_hint: str = "the daemon log") -> ErrorIn
         return ErrorInfo(exc.code, exc.message, exc.fix or "")
     ragcore_errors = sys.modules.get("ragcore.errors")  # never imported just to catch
     if ragcore_errors is not None and isinstance(exc, ragcore_errors.RagcoreError):
-        return ErrorInfo(exc.code, exc.message, exc.fix)
+        # the core's fixes are neutral (legal_web uses it too): say it in this product's words
+        product = RAGCORE_FIXES.get(exc.code)
+        return ErrorInfo(exc.code, exc.message, f"{product} ({exc.fix})" if product else exc.fix)
     return ErrorInfo(
         "internal",
         f"unexpected {type(exc).__name__}; this is a bug in memory-agent",

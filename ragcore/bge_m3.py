@@ -39,12 +39,12 @@ HEAD_FILES = ("colbert_linear.pt", "sparse_linear.pt")
 # What snapshot_download fetches: skips BAAI/bge-m3's onnx/ export and images (~2.3 GB).
 _DOWNLOAD_PATTERNS = ["*.json", "*.model", "*.pt", *WEIGHT_FILES]
 _EXTRA_FIX = (
-    "pip install 'memory-agent[bge-m3]' (install torch==2.13.0 first for the CPU build, as "
-    "scripts/setup --extras bge-m3 does), or use --embedder minilm"
+    "pip install 'memory-agent[bge-m3]' (install torch==2.13.0 first for the CPU build), or use "
+    "the offline minilm embedder"
 )
 _FIX = (
-    "connect to the network once, or download the model and pass its directory "
-    "(config key model_path or MEMORY_AGENT_MODEL_PATH), or use --embedder minilm"
+    "connect to the network once, or download the model and pass its local directory, or use "
+    "the offline minilm embedder"
 )
 
 
@@ -62,7 +62,7 @@ def check_model_dir(directory: Path) -> Path:
         why = " (without them FlagEmbedding would use random heads)" if heads else ""
         raise EmbedderError(
             f"incomplete BGE-M3 model at {directory}: missing {', '.join(missing + heads)}{why}. "
-            "Download all files of BAAI/bge-m3 into that directory, or use --embedder minilm"
+            "Download all files of BAAI/bge-m3 into that directory, or use the offline minilm embedder"
         )
     return weights
 

@@ -14,7 +14,7 @@ place, one transaction per call: it embeds only the documents it is given (the e
 cache makes unchanged chunks free) and drops the ids it is told are gone. `refresh` diffs a
 full list of documents against the manifest (by content hash) and applies the difference. An
 index that fails the check refuses to search (`IndexInconsistent`, naming
-`memory-agent rebuild`): it never answers empty.
+a rebuild): it never answers empty.
 
 Opening a generation loads its read model (`ragcore.readmodel`): documents, filter columns,
 the dense matrix and the lexical and sparse inverted indexes. With a Qdrant server
@@ -74,7 +74,7 @@ __all__ = [
 
 CURRENT = "CURRENT"
 _GEN = re.compile(r"^gen-(\d{6})$")
-REBUILD_HINT = "run `memory-agent rebuild` to build a fresh generation from the Markdown files"
+REBUILD_HINT = "rebuild the index: a fresh generation from the documents"
 _SCALARS = (str, int, float, bool)
 
 Progress = Callable[[str, int, int], None]

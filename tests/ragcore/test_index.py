@@ -115,7 +115,7 @@ def test_points_removed_behind_the_manifests_back_make_search_raise(tmp_path, ca
     with pytest.raises(IndexInconsistent) as err:
         index.open()
     assert "segment holds 4 chunks but the manifest lists 6" in str(err.value)
-    assert "memory-agent rebuild" in err.value.fix
+    assert "rebuild the index" in err.value.fix and "memory-agent" not in err.value.fix
     broken = Index(tmp_path / "index", cached_minilm)
     with pytest.raises(IndexInconsistent):
         search(broken, "qdrant")
@@ -129,13 +129,13 @@ def test_an_index_built_with_another_embedder_refuses_to_open(tmp_path, cached_m
         db.execute("UPDATE meta SET value = ? WHERE key = 'embedder'", (json.dumps("bge-m3:x"),))
     with pytest.raises(IndexError_, match="built with embedder bge-m3:x") as err:
         Index(tmp_path / "index", cached_minilm).open()
-    assert "memory-agent rebuild" in err.value.fix
+    assert "rebuild the index" in err.value.fix and "memory-agent" not in err.value.fix
 
 
 def test_no_index_raises_naming_rebuild(tmp_path, cached_minilm):
     with pytest.raises(IndexError_, match="no index under") as err:
         search(Index(tmp_path / "none", cached_minilm), "anything")
-    assert "memory-agent rebuild" in err.value.fix
+    assert "rebuild the index" in err.value.fix and "memory-agent" not in err.value.fix
 
 
 def test_filters_explain_and_status(tmp_path, cached_minilm, notes):

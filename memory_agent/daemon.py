@@ -299,6 +299,10 @@ def run_daemon(
     pid_file = run_dir / "daemon.pid"
     sock_path = run_dir / "daemon.sock"
     service = Service(memory)
+    from memory_agent import scrub  # issue 17: once on upgrade, redact what was stored before
+
+    if scrub.needed(memory.home):
+        threading.Thread(target=scrub.run_at_start, args=(service,), daemon=True).start()
     holder: dict[str, Any] = {}
     try:
         try:

@@ -49,7 +49,7 @@ EVENTS = {
     "session-end": "SessionEnd",
 }
 BY_HOOK_NAME = {v: k for k, v in EVENTS.items()}
-MAX_STDIN = 4_000_000
+MAX_STDIN = 32_000_000  # a 2 MB prompt of non-ASCII text is up to 8 MB of UTF-8: cut, not dropped
 
 
 class _Budget(Exception):

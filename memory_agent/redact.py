@@ -26,6 +26,7 @@ Standard library only, cheap to import: the hook command imports it.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -83,30 +84,40 @@ def _placeholder(value: str) -> bool:
 
 
 # -- token shapes -------------------------------------------------------------------------
-_B = r"(?<![A-Za-z0-9_-])"  # a token starts where a token-like run starts
+def _at_start(prefix: str, width: int, cls: str = "A-Za-z0-9_-") -> str:
+    """`prefix` (`width` characters) where a token-like run starts. The look-behind comes
+    after the literal, so the engine scans for the literal (fast) instead of trying the
+    look-behind at every position."""
+    return f"{prefix}(?<![{cls}]{'.' * width})"
+
+
+# A pattern with a group `keep` keeps it and redacts the rest of the match.
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("private-key", re.compile(
         r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?s:.*?)"
         r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|\Z)")),
-    ("aws-key", re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}"
-                           r"(?![A-Za-z0-9])")),
-    ("github-token", re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{30,}+|github_pat_[A-Za-z0-9_]"
-                                r"{40,}+)")),
-    ("gitlab-token", re.compile(_B + r"glpat-[A-Za-z0-9_-]{20,}+")),
-    ("slack-token", re.compile(_B + r"xox[abposre]-[A-Za-z0-9-]{10,}+")),
-    ("slack-webhook", re.compile(r"(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/"
-                                 r"[A-Za-z0-9/_-]++")),
-    ("discord-webhook", re.compile(r"(?<=/api/webhooks/)[0-9]++/[A-Za-z0-9_-]++")),
-    ("hf-token", re.compile(_B + r"hf_[A-Za-z0-9]{30,}+")),
-    ("api-key", re.compile(_B + r"sk-[A-Za-z0-9_-]{20,}+")),
-    ("stripe-key", re.compile(_B + r"[rsp]k_(?:live|test)_[A-Za-z0-9]{16,}+")),
-    ("google-key", re.compile(_B + r"AIza[0-9A-Za-z_-]{35}+")),
-    ("npm-token", re.compile(_B + r"npm_[A-Za-z0-9]{36,}+")),
-    ("jwt", re.compile(_B + r"eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+")),
-    ("url-credentials", re.compile(r"(?<=://)[^/\s:@]++:[^/\s@]++(?=@)")),
-    ("sas-signature", re.compile(r"(?<=[?&]sig=)[^&\s\"']++")),
-    ("bearer", re.compile(r"(?i)(?<![A-Za-z0-9_])(?:(?:bearer|basic)[ \t]++[A-Za-z0-9._~+/=-]"
-                          r"{8,}+|token[ \t]++[A-Za-z0-9._~+/=-]{16,}+)")),
+    ("aws-key", re.compile(_at_start("(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)", 4, "A-Za-z0-9")
+                           + r"[0-9A-Z]{16}(?![A-Za-z0-9])")),
+    ("github-token", re.compile(_at_start("gh[pousr]_", 4) + r"[A-Za-z0-9]{30,}+|"
+                                + _at_start("github_pat_", 11) + r"[A-Za-z0-9_]{40,}+")),
+    ("gitlab-token", re.compile(_at_start("glpat-", 6) + r"[A-Za-z0-9_-]{20,}+")),
+    ("slack-token", re.compile(_at_start("xox[abposre]-", 5) + r"[A-Za-z0-9-]{10,}+")),
+    ("slack-webhook", re.compile(r"(?P<keep>hooks\.slack\.com/)(?:services|workflows|triggers)"
+                                 r"/[A-Za-z0-9/_-]++")),
+    ("discord-webhook", re.compile(r"(?P<keep>/api/webhooks/)[0-9]++/[A-Za-z0-9_-]++")),
+    ("hf-token", re.compile(_at_start("hf_", 3) + r"[A-Za-z0-9]{30,}+")),
+    ("api-key", re.compile(_at_start("sk-", 3) + r"[A-Za-z0-9_-]{20,}+")),
+    ("stripe-key", re.compile(_at_start("[rsp]k_(?:live|test)_", 8) + r"[A-Za-z0-9]{16,}+")),
+    ("google-key", re.compile(_at_start("AIza", 4) + r"[0-9A-Za-z_-]{35}+")),
+    ("npm-token", re.compile(_at_start("npm_", 4) + r"[A-Za-z0-9]{36,}+")),
+    ("jwt", re.compile(_at_start("eyJ", 3)
+                       + r"[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+")),
+    ("url-credentials", re.compile(r"(?P<keep>://)[^/\s:@]++:[^/\s@]++(?=@)")),
+    ("sas-signature", re.compile(r"(?P<keep>[?&]sig=)[^&\s\"']++")),
+    ("bearer", re.compile(
+        "(?i)(?:" + _at_start("bearer", 6, "A-Za-z0-9_") + "|" + _at_start("basic", 5, "A-Za-z0-9_")
+        + r")[ \t]++[A-Za-z0-9._~+/=-]{8,}+|" + _at_start("token", 5, "A-Za-z0-9_")
+        + r"[ \t]++[A-Za-z0-9._~+/=-]{16,}+")),
 ]  # fmt: skip
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 _BASE64_LINE = re.compile(r"[A-Za-z0-9+/=]*+")
@@ -117,15 +128,16 @@ _ASSIGNMENT = re.compile(
     r"(?P<sep>[ \t]*+[:=][ \t]*+)"
 )
 # --password X, --password=X, --api-key X, -u user:pass (curl), --user user:pass
-_FLAG = re.compile(r"(?<![A-Za-z0-9_-])--?(?P<name>[A-Za-z][A-Za-z0-9_-]{0,60}+)(?:=|[ \t]++)")
+_FLAG = re.compile(r"-(?<![A-Za-z0-9_-]-)-?(?P<name>[A-Za-z][A-Za-z0-9_-]{0,60}+)(?:=|[ \t]++)")
 # `with password X`, `.netrc`: `login bob password X`, `password is X`
 _PROSE = re.compile(
-    r"(?i)(?<![A-Za-z0-9_.-])(?:password|passwd|passphrase)(?:[ \t]++(?:is|was|of))?[ \t]++"
+    r"(?i)(?:" + _at_start("password", 8, "A-Za-z0-9_.-") + "|" + _at_start("passwd", 6, "A-Za-z0-9_.-")
+    + "|" + _at_start("passphrase", 10, "A-Za-z0-9_.-") + r")(?:[ \t]++(?:is|was|of))?[ \t]++"
     r"(?!(?:for|to|is|and|or|the|a|an|of|in|on|was|not|with|authentication|failed|required|"
     r"incorrect|invalid|must|should)(?![A-Za-z0-9_]))(?P<value>[^\s\"',;]{3,}+)"
-)
+)  # fmt: skip
 # mysql -pPASS (only on a line that runs mysql/mariadb: `ssh -p2222` keeps its port)
-_MYSQL_P = re.compile(r"(?<![A-Za-z0-9_-])-p(?P<value>[^\s\"'-][^\s\"']*+)")
+_MYSQL_P = re.compile(r"-p(?<![A-Za-z0-9_-]..)(?P<value>[^\s\"'-][^\s\"']*+)")
 _MYSQL = re.compile(r"(?i)\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb)")
 _AUTH_SCHEMES = frozenset(
     "bearer basic token digest negotiate ntlm apikey aws4-hmac-sha256".split()
@@ -219,7 +231,7 @@ def _orphan_pem_ends(text: str) -> str:
 def redact(text: str) -> str:
     """`text` with every secret it seems to hold replaced by `[REDACTED:<kind>]`. A text that
     is a JSON object or array is redacted on its structure too (`redact_value`)."""
-    if not text:
+    if len(text) < 4:  # too short to hold a secret
         return text
     stripped = text.lstrip()
     if stripped[:1] in ("{", "[") and len(text) <= 1_000_000:
@@ -232,7 +244,8 @@ def redact(text: str) -> str:
             if clean != data:
                 return json.dumps(clean, ensure_ascii=False)
     for kind, pattern in _PATTERNS:
-        text = pattern.sub(f"[REDACTED:{kind}]", text)
+        keep = "\\g<keep>" if "keep" in pattern.groupindex else ""
+        text = pattern.sub(f"{keep}[REDACTED:{kind}]", text)
     text = _orphan_pem_ends(text)
     text = _substitute_values(
         text, _ASSIGNMENT, lambda m, _: secret_name(m.group("name").strip(".-")), "secret"
@@ -240,11 +253,23 @@ def redact(text: str) -> str:
     if "-" in text:
         text = _substitute_values(text, _FLAG, _flag_names_secret, "secret")
     if "ass" in text or "ASS" in text:
-        text = _PROSE.sub(lambda m: m.group(0)[: m.start("value") - m.start()]
-                          + "[REDACTED:password]", text)  # fmt: skip
+        text = _PROSE.sub(lambda m: _prose_password(m, text), text)
     if "-p" in text and _MYSQL.search(text):
         text = _mysql_passwords(text)
     return text
+
+
+_PROSE_LEAD = re.compile(r"(?i)(?:\b(?:with|using|login[ \t]++\S{1,100}+)[ \t]++)$")
+
+
+def _prose_password(m: re.Match[str], text: str) -> str:
+    """`password X` in prose: X is taken for a password when it does not read like a word
+    (a digit, a capital, a symbol), or when `with`/`using`/netrc's `login NAME` leads in."""
+    value = m.group("value")
+    lead = text[max(0, m.start() - 120) : m.start()]
+    if value.isalpha() and value.islower() and not _PROSE_LEAD.search(lead):
+        return m.group(0)  # `the password prompt`, `password reset`
+    return m.group(0)[: m.start("value") - m.start()] + "[REDACTED:password]"
 
 
 def _flag_names_secret(m: re.Match[str], text: str) -> bool:
@@ -275,6 +300,11 @@ def pair_names_secret(item: dict) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)
+def _redact_key(key: str) -> str:
+    return redact(key)  # keys repeat (every record of a list has the same ones)
+
+
 def secret_value(key: str, value):
     """What is kept of the value of a key that names a secret: a placeholder, null, a bool,
     or `$PWD`'s path stay; anything else (a string, a number, a nested object) is redacted."""
@@ -298,7 +328,7 @@ def redact_value(value, depth: int = 0):
         pair = pair_names_secret(value)
         out = {}
         for k, v in value.items():
-            key = redact(k) if isinstance(k, str) else k
+            key = _redact_key(k) if isinstance(k, str) else k
             if (isinstance(k, str) and secret_name(k)) or (pair and k in ("value", "Value")):
                 out[key] = secret_value(str(k), v)
             else:

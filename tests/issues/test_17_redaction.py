@@ -442,6 +442,18 @@ def test_the_daemon_scrubs_at_its_first_start_and_the_episodes_follow(
         )["hits"]
         assert [h for h in hits if h["id"].startswith("episodes/")], hits
         assert "[REDACTED" in json.dumps(hits)
+        # on demand, with this version's daemon running: nothing left to do, the daemon's own
+        # events file (held open) is left alone, the daemon keeps running
+        live = sorted((old_home / "events").glob(f"*-{client.pid()}-*.jsonl"))
+        assert live
+        before = {p: p.stat().st_ino for p in live}
+        proc = run_cli(old_home, "scrub", "--json")
+        assert proc.returncode == 0, proc.stderr
+        again = json.loads(proc.stdout)
+        assert again["journal"]["lines"] == again["events"]["lines"] == 0
+        assert again["index"] is None and again["stopped_daemon"] is None
+        assert {p: p.stat().st_ino for p in live} == before
+        assert client.health() is not None
     finally:
         client.stop(wait=True)
         for pid in daemon_pids(old_home):

@@ -301,8 +301,7 @@ def run_daemon(
     service = Service(memory)
     from memory_agent import scrub  # issue 17: once on upgrade, redact what was stored before
 
-    if scrub.needed(memory.home):
-        threading.Thread(target=scrub.run_at_start, args=(service,), daemon=True).start()
+    scrub.at_start(service)
     holder: dict[str, Any] = {}
     try:
         try:

@@ -19,7 +19,9 @@ generation (`rebuild`), which also drops the old generation's files. Lessons the
 itself (`source: auto`) are listed for a person to review, each with the one command that
 archives it. Idempotent: a second run changes nothing.
 
-Run once on upgrade: the daemon runs it at start while `<home>/run/scrub-v1` is absent.
+Run once on upgrade: the daemon runs it at start while `<home>/run/scrub-v1` is absent
+(`at_start`: the files before it serves, so the gate never reads the old text, unless there
+are more than 8 MB of them; the index in a thread).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "MARKER",
     "auto_lessons",
     "needed",
+    "at_start",
     "print_report",
     "run_at_start",
     "scrub_command",
@@ -279,29 +282,66 @@ def write_marker(home: Path) -> None:
     marker.write_text("journal, events and inbox redacted by memory-agent scrub\n")
 
 
-def run_at_start(service: Any) -> None:
-    """The upgrade's scrub, run by a starting daemon (in a thread) while the marker is absent;
-    if the journal changed, a fresh index generation drops the old episode text."""
+SYNC_BYTES = 8_000_000  # up to this much journal and events, a starting daemon scrubs first
+
+
+def at_start(service: Any) -> None:
+    """The upgrade's scrub, called by a starting daemon while the marker is absent. Up to
+    `SYNC_BYTES` of journal and events it scrubs the files before the daemon serves (a few
+    seconds at most, once), so the gate never reads the old text; more than that, in a thread.
+    A fresh index generation (if the journal changed) is built in a thread; the marker is
+    written last, so a daemon stopped before the end scrubs again at its next start."""
+    import threading
+
     home = service.memory.home
     if not needed(home):
         return
+    stored = sum(
+        p.stat().st_size
+        for folder in (home / "journal", home / "events")
+        if folder.is_dir()
+        for p in folder.iterdir()
+        if p.is_file()
+    )
+    if stored > SYNC_BYTES:
+        threading.Thread(target=run_at_start, args=(service,), name="scrub", daemon=True).start()
+        return
+    report = _scrub_files(service)
+    if report is not None:
+        threading.Thread(
+            target=_refresh_index, args=(service, report), name="scrub-rebuild", daemon=True
+        ).start()
+
+
+def run_at_start(service: Any) -> None:
+    report = _scrub_files(service)
+    if report is not None:
+        _refresh_index(service, report)
+
+
+def _scrub_files(service: Any) -> dict[str, Any] | None:
     try:
-        report = scrub_home(home, events_keep=[service.events.path], mark=False)
+        report = scrub_home(service.memory.home, events_keep=[service.events.path], mark=False)
     except Exception as exc:  # noqa: BLE001 - retried at the next start (no marker)
         log.error("scrub: failed (%s: %s); retried at the next start", type(exc).__name__, exc)
-        return
+        return None
     j, e = report["journal"], report["events"]
     log.info(
         "scrub: %d journal line(s) in %d file(s), %d event line(s), inbox %d redacted; "
         "%d auto lesson(s) to review (memory-agent scrub lists them)",
         j["lines"], j["rewritten"], e["lines"], report["inbox"], len(report["auto_lessons"]),
     )  # fmt: skip
-    if j["lines"] or j["rewritten"]:
+    return report
+
+
+def _refresh_index(service: Any, report: dict[str, Any]) -> None:
+    """Episodes follow the journal: a fresh generation drops the old episode text."""
+    if report["journal"]["lines"]:
         try:
             service.rebuild()
         except Exception as exc:  # noqa: BLE001 - the next sync re-derives the episodes anyway
             log.warning("scrub: rebuild failed (%s); run `memory-agent rebuild`", exc)
-    write_marker(home)  # last: a daemon killed before this point scrubs again (idempotent)
+    write_marker(service.memory.home)
 
 
 def scrub_command(home: Path, *, rebuild: bool = True) -> dict[str, Any]:

@@ -431,6 +431,9 @@ def test_the_daemon_scrubs_at_its_first_start_and_the_episodes_follow(
     marker = old_home / "run" / "scrub-v1"
     try:
         client.ensure()
+        # the files are scrubbed before the daemon answers (the gate never reads old text)
+        for name, secret in OLD.items():
+            assert secret not in stored(old_home / "journal") + stored(old_home / "events"), name
         deadline = time.monotonic() + 240
         while not marker.exists() and time.monotonic() < deadline:  # the scrub's own signal
             time.sleep(0.2)

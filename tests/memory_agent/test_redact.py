@@ -2,7 +2,8 @@
 
 import pytest
 
-from memory_agent.redact import redact, redact_value, secret_name
+from memory_agent import redact as redact_module
+from memory_agent.redact import redact
 
 SAMPLES = {
     "aws": ("export AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
@@ -103,7 +104,7 @@ def test_more_ordinary_text_survives(text):
      ("token_count", False), ("keys", False)],
 )  # fmt: skip
 def test_secret_names(name, secret):
-    assert secret_name(name) is secret
+    assert redact_module.secret_name(name) is secret
 
 
 def test_structured_redaction_hides_whole_values_and_keeps_the_rest():
@@ -114,7 +115,7 @@ def test_structured_redaction_hides_whole_values_and_keeps_the_rest():
         "enabled": True,
         "password": None,
     }
-    out = redact_value(value)
+    out = redact_module.redact_value(value)
     assert out["env"] == {"AWS_SECRET_ACCESS_KEY": "[REDACTED:secret]", "HOME": "/root",
                           "PWD": "/src"}  # fmt: skip
     assert out["auth"] == "[REDACTED:secret]"

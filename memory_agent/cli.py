@@ -471,6 +471,16 @@ def cmd_stop(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_scrub(args: argparse.Namespace) -> int:
+    from memory_agent import scrub
+    from memory_agent.home import Home
+
+    home = _home(args)
+    Home(home).require()
+    reply = scrub.scrub_command(home, rebuild=not args.no_rebuild)
+    return _emit(args, reply, scrub.print_report)
+
+
 def cmd_daemon(args: argparse.Namespace) -> int:
     from memory_agent.daemon import run_daemon
 
@@ -753,6 +763,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dry-run", action="store_true", help="only list, write nothing")
     p.add_argument("--confirm", action="store_true", help="archive the candidates (one commit)")
+
+    p = command(
+        "scrub",
+        cmd_scrub,
+        "redact what earlier versions stored (journal, usage events, inbox); list auto lessons",
+        "Run today's redaction over everything captured so far: the journal (plain and "
+        "gzipped files, rewritten crash-safely), the usage events and the gate's inbox, then "
+        "rebuild the index so no old episode text stays searchable. Lists the lessons the gate "
+        "wrote by itself (source: auto) with the command that archives each. Idempotent; the "
+        "daemon runs it once at its first start after an upgrade.",
+    )
+    p.add_argument(
+        "--no-rebuild", action="store_true", help="do not rebuild the index after the scrub"
+    )
 
     p = command(
         "daemon",

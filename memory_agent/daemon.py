@@ -309,6 +309,9 @@ def run_daemon(
     pid_file = run_dir / "daemon.pid"
     sock_path = run_dir / "daemon.sock"
     service = Service(memory)
+    from memory_agent import scrub  # issue 17: once on upgrade, redact what was stored before
+
+    scrub.at_start(service)
     holder: dict[str, Any] = {}
     try:
         try:

@@ -10,6 +10,9 @@ concurrent or successive daemons never write to the same file. Kinds:
     {"kind": "inject", "session", "event", "ids", "chars", "ts"}      (what a hook showed)
     {"kind": "reinforce", "entry", "lesson", "ts"}     (the gate saw a promoted lesson again)
 
+Free text (a query's `text`, an importance `note`) is redacted (`memory_agent.redact`) before
+it is written: a search for a pasted token must not store the token.
+
 `fold` turns the files into per-entry `EntryStats`. It is a pure function of the files (same
 files, same state): a corrupt line is skipped and counted, never fatal; a read error in the
 middle of a file keeps what was read before it. Events are derived data: deleting `events/`
@@ -38,8 +41,19 @@ from pathlib import Path
 from typing import Any
 
 from memory_agent.policy import RECALL_COUNTS_UP_TO_RANK
+from memory_agent.redact import redact
 
-__all__ = ["EntryStats", "EventLog", "FoldReport", "apply_event", "compact", "fold", "read_events"]
+__all__ = [
+    "EntryStats",
+    "EventLog",
+    "FoldReport",
+    "apply_event",
+    "compact",
+    "fold",
+    "read_events",
+    "redact_event",
+]
+FREE_TEXT = ("text", "note")  # the fields of an event that hold what a person typed
 
 
 @dataclass
@@ -108,6 +122,13 @@ def apply_event(stats: dict[str, EntryStats], event: dict[str, Any]) -> bool:
             s.importance_note = event.get("note")
         return True
     return False
+
+
+def redact_event(event: dict[str, Any]) -> dict[str, Any]:
+    """The event with its free text redacted (the same object when nothing changes)."""
+    changed = {k: redact(event[k]) for k in FREE_TEXT if isinstance(event.get(k), str)}
+    changed = {k: v for k, v in changed.items() if v != event[k]}
+    return {**event, **changed} if changed else event
 
 
 def _event_files(folder: Path) -> list[Path]:
@@ -179,7 +200,7 @@ class EventLog:
         self._lock = threading.Lock()
 
     def append(self, kind: str, **fields: Any) -> dict[str, Any]:
-        event = {"kind": kind, "ts": round(self.clock(), 3), **fields}
+        event = redact_event({"kind": kind, "ts": round(self.clock(), 3), **fields})
         data = (json.dumps(event, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
             if self._fd is None:

@@ -66,7 +66,7 @@ EVENTS = {
     "session-end": "SessionEnd",
 }
 BY_HOOK_NAME = {v: k for k, v in EVENTS.items()}
-MAX_STDIN = 4_000_000
+MAX_STDIN = 32_000_000  # a 2 MB prompt of non-ASCII text is up to 8 MB of UTF-8: cut, not dropped
 ROLLOUT_TAIL = 512_000  # bytes of a Codex rollout read from its end, then once 8 times more
 _CLIENT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 _EXITED = re.compile(r"Process exited with code (-?\d+)")

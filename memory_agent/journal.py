@@ -8,8 +8,13 @@
       prompt: "prompt"        tool: "tool", "input", "output", "ok", "error"
       stop:   "answer"        start/end: "source" / "reason"
 
-Everything is redacted (`memory_agent.redact`) and cut (`MAX_FIELD`, tool output 2,000
-characters) before it is written; each record is one `write` of one line (O_APPEND), so
+Everything is redacted (`memory_agent.redact`, on the structure: a key that names a secret
+hides its whole value) and cut before it is written: a long text is cut with a margin, then
+redacted, then cut exactly (a secret across the cut leaves no fragment; redaction never reads
+the megabytes that are not kept); nesting stops at `MAX_DEPTH`; each field is bounded as a
+whole (the tool's output `MAX_OUTPUT`, 2,000 characters, shared by all its strings; any other
+field `MAX_FIELD`); lone surrogates become U+FFFD. Each record is one `write` of one line
+(O_APPEND), so
 concurrent hooks of a session never interleave inside a line. Lines are never rewritten or
 dropped: compaction gzips a whole file crash-safely (a part gets its name only when complete,
 and names the size and mtime of what it holds, so a plain file left by a crash is recognised
@@ -25,16 +30,26 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from memory_agent.redact import redact
+from memory_agent.redact import pair_names_secret, redact, secret_name, secret_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: a hook does not import typing
     from typing import Any
 
-__all__ = ["MAX_OUTPUT", "append", "compact", "read_session", "session_name", "sessions"]
+__all__ = [
+    "MAX_OUTPUT",
+    "append",
+    "clean",
+    "clean_record",
+    "clean_text",
+    "compact",
+    "read_session",
+    "session_name",
+    "sessions",
+]
 
 MAX_OUTPUT = 2_000  # characters of a tool's output kept
 MAX_FIELD = 4_000  # characters of any other text field (a prompt, an answer, an input)
@@ -50,38 +65,146 @@ def session_name(session_id: str) -> str:
     return "s-" + hashlib.sha256((session_id or "").encode("utf-8")).hexdigest()[:24]
 
 
-def _cut(value: Any, limit: int) -> Any:
-    if isinstance(value, str):
-        text = redact(value)
-        if len(text) > limit:
-            return (
-                text[: limit // 2]
-                + f"\n[... {len(text) - limit} characters cut ...]\n"
-                + text[-limit // 2 :]
-            )
+MAX_DEPTH = 16  # levels of nesting kept in a tool's input or output
+MAX_ITEMS = 50  # items of a list or an object kept
+MARGIN = 4_096  # characters redacted beyond a cut, so a secret across it is seen whole
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _cut_exact(text: str, limit: int, total: int | None = None) -> str:
+    """At most about `limit` characters of `text`: its head and tail around a marker saying
+    how many of `total` (the original length) were cut."""
+    total = len(text) if total is None else total
+    if total <= limit and len(text) <= limit:
         return text
+    head, tail = limit // 2, limit - limit // 2
+    marker = f"\n[... {total - head - tail} characters cut ...]\n"
+    if limit < 3 * len(marker):  # too small for a marker: the head only
+        return text[:limit]
+    return text[:head] + marker + text[len(text) - tail :]
+
+
+def clean_text(text: str, limit: int) -> str:
+    """`text` redacted and cut to `limit`: cut with a margin first (redaction never reads a
+    megabyte the journal would not keep), redact, then cut exactly - a secret across the cut
+    is redacted whole before it is cut, so no matching fragment is left. Lone surrogates
+    (which UTF-8 cannot encode) become U+FFFD."""
+    total = len(text)
+    if total <= limit + 2 * MARGIN:
+        text = _cut_exact(redact(text), limit, None)
+    else:
+        head, tail = limit // 2, limit - limit // 2
+        first = redact(text[: head + MARGIN])
+        last = redact(text[total - tail - MARGIN :])
+        marker = f"\n[... {total - head - tail} characters cut ...]\n"
+        text = (first[:head] + marker + last[len(last) - tail :]) if limit >= 3 * len(marker) \
+            else first[:limit]  # fmt: skip
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def _shape(value: Any, depth: int = 0) -> Any:
+    """The structure that is kept (depth, items, key length), strings still whole."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (dict, list)) and depth >= MAX_DEPTH:
+        return f"[cut: nested deeper than {MAX_DEPTH} levels]"
     if isinstance(value, dict):
-        return {str(k)[:100]: _cut(v, limit) for k, v in list(value.items())[:50]}
+        out = {}
+        for n, (k, v) in enumerate(value.items()):
+            if n == MAX_ITEMS:
+                out["[cut]"] = f"{len(value) - MAX_ITEMS} more keys"
+                break
+            out[k if isinstance(k, str) else str(k)] = _shape(v, depth + 1)
+        return out
     if isinstance(value, list):
-        return [_cut(v, limit) for v in value[:50]]
+        kept = [_shape(v, depth + 1) for v in value[:MAX_ITEMS]]
+        if len(value) > MAX_ITEMS:
+            kept.append(f"[cut: {len(value) - MAX_ITEMS} more items]")
+        return kept
     if isinstance(value, (int, float, bool)) or value is None:
         return value
-    return _cut(str(value), limit)
+    return str(value)
+
+
+def _strings(value: Any, out: list[int]) -> int:
+    """Collect the lengths of the strings of a shaped value; the characters of the rest."""
+    if isinstance(value, str):
+        out.append(len(value))
+        return 2
+    if isinstance(value, dict):
+        return 2 + sum(len(k) + 4 + _strings(v, out) for k, v in value.items())
+    if isinstance(value, list):
+        return 2 + sum(2 + _strings(v, out) for v in value)
+    return len(str(value))
+
+
+def _cap(lengths: list[int], budget: int) -> int:
+    """The largest per-string length that keeps the strings' total within `budget` (short
+    strings stay whole, long ones share what is left)."""
+    remaining, left = budget, len(lengths)
+    for length in sorted(lengths):
+        share = remaining // left
+        if length > share:
+            return share
+        remaining -= length
+        left -= 1
+    return budget
+
+
+def _clean(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return clean_text(value, limit)
+    if isinstance(value, dict):
+        pair = pair_names_secret(value)
+        out = {}
+        for k, v in value.items():
+            key = clean_text(k, 100)
+            if secret_name(k) or (pair and k in ("value", "Value")):
+                v = secret_value(k, v)
+            out[key] = _clean(v, limit)
+        return out
+    if isinstance(value, list):
+        return [_clean(v, limit) for v in value]
+    return value
+
+
+def clean(value: Any, budget: int) -> Any:
+    """A field of a record as the journal keeps it: redacted on its structure (a key that
+    names a secret hides its whole value) and its text, nesting cut at `MAX_DEPTH`, and at
+    most about `budget` characters IN TOTAL (a Write's response carries its content, the
+    original file and a patch: together they share the budget)."""
+    shaped = _shape(value)
+    if isinstance(shaped, str):
+        return clean_text(shaped, budget)
+    lengths: list[int] = []
+    skeleton = _strings(shaped, lengths)
+    if skeleton > budget // 2:  # mostly structure: keep its JSON text, cut
+        return clean_text(json.dumps(_clean(shaped, budget), ensure_ascii=False), budget)
+    return _clean(shaped, max(_cap(lengths, budget - skeleton), 1))
 
 
 def append(folder: Path, session_id: str, record: dict[str, Any]) -> Path:
     """Append one redacted, cut record to the session's journal; its path."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = folder / f"{session_name(session_id)}.jsonl"
-    clean = {k: _cut(v, MAX_OUTPUT if k == "output" else MAX_FIELD) for k, v in record.items()}
-    clean["session"] = session_id[:200] if isinstance(session_id, str) else str(session_id)
-    data = (json.dumps(clean, ensure_ascii=False) + "\n").encode("utf-8")
+    data = (json.dumps(clean_record(record, session_id), ensure_ascii=False) + "\n").encode()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         os.write(fd, data)
     finally:
         os.close(fd)
     return path
+
+
+def clean_record(record: dict[str, Any], session_id: Any = None) -> dict[str, Any]:
+    """A record as the journal keeps it: each field `clean`ed (the tool's output within
+    `MAX_OUTPUT` characters in total, any other field within `MAX_FIELD`)."""
+    out = {k: clean(v, MAX_OUTPUT if k == "output" else MAX_FIELD) for k, v in record.items()}
+    session = record.get("session") if session_id is None else session_id
+    if session is not None:
+        session = session[:200] if isinstance(session, str) else str(session)
+        out["session"] = _SURROGATE.sub("\ufffd", session)
+    return out
 
 
 _PART = re.compile(r"^(?P<session>.+)\.jsonl\.(?P<size>\d+)-(?P<mtime>\d+)\.gz$")
@@ -147,7 +270,15 @@ def compact(folder: Path, *, idle_s: float = 86400.0, now: float | None = None) 
     return done
 
 
-def _finish_asides(folder: Path, done: list[str]) -> None:
+def finish_asides(folder: Path, transform: Callable[[bytes], bytes] | None = None) -> list[str]:
+    """Gzip the files left aside into parts (see `compact`); `transform`, if given, rewrites
+    each line on the way (`memory_agent.scrub` redacts with it). The sessions done."""
+    done: list[str] = []
+    _finish_asides(folder, done, transform)
+    return done
+
+
+def _finish_asides(folder: Path, done: list[str], transform=None) -> None:
     import gzip
     import secrets
 
@@ -158,6 +289,9 @@ def _finish_asides(folder: Path, done: list[str]) -> None:
         if not part.exists():
             tmp = aside.with_name(f".{plain}.gz.tmp-{os.getpid()}-{secrets.token_hex(3)}")
             with open(aside, "rb") as src, gzip.open(tmp, "wb") as dst:
+                if transform is not None:
+                    for line in src:
+                        dst.write(transform(line))
                 while chunk := src.read(1 << 16):
                     dst.write(chunk)
             with open(tmp, "rb") as fh:

@@ -361,7 +361,7 @@ class Service:
         self.events.append(
             "query",
             qid=qid,
-            text=query[:QUERY_LOG_CHARS],
+            text=journal.clean_text(query, QUERY_LOG_CHARS),  # redacted, then cut
             results=len(reply["hits"]),
             latency_ms=round((time.perf_counter() - started) * 1000, 2),
             caller=caller,

@@ -1,0 +1,397 @@
+"""`memory-agent scrub`: redact what earlier versions already stored.
+
+Versions before the structured redaction (issue 17) stored some secrets verbatim: the value of
+a `{"password": ...}` key, `curl -u user:pass`, a search query holding a token. The scrub runs
+today's redaction (`memory_agent.redact`) over everything captured so far:
+
+- the journal (`journal/`): every record of the plain files, the gzipped parts and any file a
+  compaction left aside. A gzipped part is rewritten crash-safely under its own name (a temp
+  file in the folder, fsynced, renamed over it); a plain file is first renamed aside - a hook
+  that appends meanwhile starts a new plain file, nothing is lost - then gzipped, redacted, into
+  a part exactly as `journal.compact` names it;
+- the usage events (`events/`, plain and gzipped): the free text of each event;
+- the gate's inbox (`inbox/state.json`): proposals quote commands and errors;
+- temp files a crashed compaction left behind (they hold unredacted copies) are removed.
+
+Episodes are derived from the journal, so the index follows: a daemon re-derives a session's
+episodes when its files change, and `memory-agent scrub` asks the daemon for a fresh index
+generation (`rebuild`), which also drops the old generation's files. Lessons the gate wrote by
+itself (`source: auto`) are listed for a person to review, each with the one command that
+archives it. Idempotent: a second run changes nothing.
+
+Run once on upgrade: the daemon runs it at start while `<home>/run/scrub-v1` is absent
+(`at_start`: the files before it serves, so the gate never reads the old text, unless there
+are more than 8 MB of them; the index in a thread).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import secrets
+import shlex
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from memory_agent import journal
+from memory_agent.events import redact_event
+from memory_agent.redact import redact, redact_value
+
+__all__ = [
+    "MARKER",
+    "auto_lessons",
+    "needed",
+    "at_start",
+    "print_report",
+    "run_at_start",
+    "scrub_command",
+    "scrub_home",
+]
+
+log = logging.getLogger("memory_agent.scrub")
+MARKER = "scrub-v1"  # in <home>/run: present once every file stored before issue 17 is scrubbed
+
+
+def _line_of(record: Any) -> bytes:
+    return (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _transform(clean: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[bytes], bytes]:
+    """A line-to-line redaction: a JSON object is redacted on its structure; a corrupt line
+    as text (it is kept, as the readers skip it)."""
+
+    def line(raw: bytes) -> bytes:
+        text = raw.decode("utf-8", "replace")
+        body = text.rstrip("\n")
+        if not body.strip():
+            return raw
+        try:
+            record = json.loads(body)
+        except ValueError:
+            red = redact(body)
+            return raw if red == body else (red + text[len(body) :]).encode("utf-8")
+        if not isinstance(record, dict):
+            return raw
+        new = clean(record)
+        return raw if new == record else _line_of(new)
+
+    return line
+
+
+_JOURNAL = _transform(lambda record: redact_value(record))
+_EVENTS = _transform(redact_event)
+
+
+def _changed(
+    lines: Iterable[bytes], transform: Callable[[bytes], bytes]
+) -> tuple[list[bytes], int]:
+    out, changed = [], 0
+    for raw in lines:
+        new = transform(raw)
+        changed += new != raw
+        out.append(new)
+    return out, changed
+
+
+def _read(path: Path) -> list[bytes]:
+    if path.name.endswith(".gz"):
+        with gzip.open(path, "rb") as fh:
+            return fh.readlines()
+    with open(path, "rb") as fh:
+        return fh.readlines()
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _replace(path: Path, lines: list[bytes]) -> None:
+    """Write `lines` over `path` crash-safely (gzipped if its name ends in .gz): a temp file
+    unique to this process, fsynced, renamed over it."""
+    tmp = path.with_name(f".{path.name}.scrub.tmp-{os.getpid()}-{secrets.token_hex(3)}")
+    opener = gzip.open if path.name.endswith(".gz") else open
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+    try:
+        with opener(tmp, "wb") as fh:
+            fh.writelines(lines)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _stale_temps(folder: Path) -> int:
+    """Remove temp files of compactions or scrubs whose process is gone (unredacted copies)."""
+    removed = 0
+    for tmp in folder.glob(".*tmp-*"):
+        parts = tmp.name.rsplit("-", 2)
+        if len(parts) == 3 and parts[1].isdigit() and not _pid_alive(int(parts[1])):
+            tmp.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def scrub_journal(folder: Path) -> dict[str, int]:
+    report = {"files": 0, "rewritten": 0, "lines": 0, "temps_removed": 0}
+    if not folder.is_dir():
+        return report
+    report["temps_removed"] = _stale_temps(folder)
+    for path in sorted(folder.glob("*.jsonl")):  # a live file: renamed aside, then gzipped
+        aside = path.with_name(path.name + ".compacting")
+        try:
+            if aside.exists() or not _changed(_read(path), _JOURNAL)[1]:
+                continue
+            os.rename(path, aside)
+        except FileNotFoundError:
+            continue
+    for aside in sorted(folder.glob("*.jsonl.compacting")):
+        _, changed = _changed(_read(aside), _JOURNAL)
+        report["lines"] += changed
+        report["rewritten"] += changed > 0
+    journal.finish_asides(folder, _JOURNAL)
+    report["files"] = sum(len(p) for p in journal.sessions(folder).values())
+    for parts in journal.sessions(folder).values():
+        for path in parts:
+            if not path.name.endswith(".gz"):
+                continue
+            try:
+                lines, changed = _changed(_read(path), _JOURNAL)
+            except (OSError, EOFError) as exc:
+                log.warning("scrub: cannot read %s (%s); left as it is", path.name, exc)
+                continue
+            if changed:
+                _replace(path, lines)
+                report["rewritten"] += 1
+                report["lines"] += changed
+    return report
+
+
+def scrub_events(folder: Path, keep: Iterable[Path] = ()) -> dict[str, int]:
+    """Redact the events' free text; `keep` (a running daemon's own file, which it holds
+    open) is skipped: it was written by this version, redacted."""
+    kept = {p.resolve() for p in keep}
+    report = {"files": 0, "rewritten": 0, "lines": 0, "temps_removed": 0}
+    if not folder.is_dir():
+        return report
+    report["temps_removed"] = _stale_temps(folder)
+    for path in sorted([*folder.glob("*.jsonl"), *folder.glob("*.jsonl.gz")]):
+        if path.resolve() in kept:
+            continue
+        report["files"] += 1
+        try:
+            lines, changed = _changed(_read(path), _EVENTS)
+        except (OSError, EOFError) as exc:
+            log.warning("scrub: cannot read %s (%s); left as it is", path.name, exc)
+            continue
+        if changed:
+            _replace(path, lines)
+            report["rewritten"] += 1
+            report["lines"] += changed
+    return report
+
+
+def scrub_inbox(home: Path) -> int:
+    """Redact the gate's proposals (they quote commands and errors); 1 if rewritten."""
+    path = home / "inbox" / "state.json"
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0
+    clean = redact_value(state)
+    if clean == state:
+        return 0
+    _replace(path, [json.dumps(clean, ensure_ascii=False, indent=1).encode("utf-8")])
+    return 1
+
+
+def auto_lessons(home: Path) -> list[dict[str, str]]:
+    """Active lessons the gate wrote by itself (`source: auto`), with the command that
+    archives each."""
+    from memory_agent.kb import ValidationError, read_entry
+    from memory_agent.scanner import kb_files
+
+    files, _ = kb_files(home / "kb")
+    out = []
+    for path in files:
+        try:
+            entry = read_entry(path)
+        except ValidationError:
+            continue
+        if entry.extra.get("source") != "auto" or entry.status != "active":
+            continue
+        out.append({
+            "id": entry.id,
+            "title": entry.title,
+            "path": str(path.relative_to(home)),
+            "archive": f"memory-agent archive {shlex.quote(entry.id)} --reason "
+                       f"'reviewed after the scrub' --confirm",
+        })  # fmt: skip
+    return out
+
+
+def marker_path(home: Path) -> Path:
+    return home / "run" / MARKER
+
+
+def needed(home: Path) -> bool:
+    """Whether this home was never scrubbed (the upgrade's run is due)."""
+    return not marker_path(home).exists()
+
+
+def scrub_home(
+    home: Path, *, events_keep: Iterable[Path] = (), mark: bool = True
+) -> dict[str, Any]:
+    """Scrub the home's journal, usage events and gate inbox; write the marker (with `mark`).
+    The report: what was rewritten and the `source: auto` lessons to review."""
+    home = Path(home)
+    report: dict[str, Any] = {
+        "home": str(home),
+        "journal": scrub_journal(home / "journal"),
+        "events": scrub_events(home / "events", keep=events_keep),
+        "inbox": scrub_inbox(home),
+        "auto_lessons": auto_lessons(home),
+    }
+    if mark:
+        write_marker(home)
+    return report
+
+
+def write_marker(home: Path) -> None:
+    marker = marker_path(home)
+    marker.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    marker.write_text("journal, events and inbox redacted by memory-agent scrub\n")
+
+
+SYNC_BYTES = 8_000_000  # up to this much journal and events, a starting daemon scrubs first
+
+
+def at_start(service: Any) -> None:
+    """The upgrade's scrub, called by a starting daemon while the marker is absent. Up to
+    `SYNC_BYTES` of journal and events it scrubs the files before the daemon serves (a few
+    seconds at most, once), so the gate never reads the old text; more than that, in a thread.
+    A fresh index generation (if the journal changed) is built in a thread; the marker is
+    written last, so a daemon stopped before the end scrubs again at its next start."""
+    import threading
+
+    home = service.memory.home
+    if not needed(home):
+        return
+    stored = sum(
+        p.stat().st_size
+        for folder in (home / "journal", home / "events")
+        if folder.is_dir()
+        for p in folder.iterdir()
+        if p.is_file()
+    )
+    if stored > SYNC_BYTES:
+        threading.Thread(target=run_at_start, args=(service,), name="scrub", daemon=True).start()
+        return
+    report = _scrub_files(service)
+    if report is not None:
+        threading.Thread(
+            target=_refresh_index, args=(service, report), name="scrub-rebuild", daemon=True
+        ).start()
+
+
+def run_at_start(service: Any) -> None:
+    report = _scrub_files(service)
+    if report is not None:
+        _refresh_index(service, report)
+
+
+def _scrub_files(service: Any) -> dict[str, Any] | None:
+    try:
+        report = scrub_home(service.memory.home, events_keep=[service.events.path], mark=False)
+    except Exception as exc:  # noqa: BLE001 - retried at the next start (no marker)
+        log.error("scrub: failed (%s: %s); retried at the next start", type(exc).__name__, exc)
+        return None
+    j, e = report["journal"], report["events"]
+    log.info(
+        "scrub: %d journal line(s) in %d file(s), %d event line(s), inbox %d redacted; "
+        "%d auto lesson(s) to review (memory-agent scrub lists them)",
+        j["lines"], j["rewritten"], e["lines"], report["inbox"], len(report["auto_lessons"]),
+    )  # fmt: skip
+    return report
+
+
+def _refresh_index(service: Any, report: dict[str, Any]) -> None:
+    """Episodes follow the journal: a fresh generation drops the old episode text."""
+    if report["journal"]["lines"]:
+        try:
+            service.rebuild()
+        except Exception as exc:  # noqa: BLE001 - the next sync re-derives the episodes anyway
+            log.warning("scrub: rebuild failed (%s); run `memory-agent rebuild`", exc)
+    write_marker(service.memory.home)
+
+
+def scrub_command(home: Path, *, rebuild: bool = True) -> dict[str, Any]:
+    """`memory-agent scrub`: an older daemon (it writes unredacted events) is stopped first; a
+    daemon of this version keeps running (its own events file is skipped: it is redacted).
+    If a journal record changed, the daemon builds a fresh index generation, so the episodes
+    follow the scrubbed journal and the old generation's files are dropped."""
+    from memory_agent import __version__
+    from memory_agent.client import DaemonClient
+
+    client = DaemonClient(home)
+    health, stopped = client.health(), None
+    if health is not None and health.get("version") != __version__:
+        client.stop(wait=True)
+        stopped, health = health.get("pid"), None
+    live = [] if health is None else list((home / "events").glob(f"*-{health.get('pid')}-*.jsonl"))
+    reply = scrub_home(home, events_keep=live)
+    reply["stopped_daemon"] = stopped
+    reply["index"] = None
+    if reply["journal"]["lines"] and rebuild:
+        try:
+            reply["index"] = client.admin("rebuild")
+        except Exception as exc:  # noqa: BLE001 - the files are scrubbed: say the fix
+            reply["index"] = {"error": str(exc), "fix": "run `memory-agent rebuild`"}
+    return reply
+
+
+def print_report(r: dict[str, Any]) -> None:
+    j, e = r["journal"], r["events"]
+    print(f"scrubbed {r['home']}")
+    print(f"  journal: {j['lines']} record(s) redacted in {j['rewritten']} file(s)")
+    print(f"  events:  {e['lines']} event(s) redacted in {e['rewritten']} of {e['files']} file(s)")
+    print(f"  inbox:   {'redacted' if r['inbox'] else 'nothing to redact'}")
+    if j["temps_removed"] or e["temps_removed"]:
+        print(f"  removed {j['temps_removed'] + e['temps_removed']} temp file(s) of a crashed run")
+    if r.get("stopped_daemon"):
+        print(f"  stopped the older daemon (pid {r['stopped_daemon']}); it restarts on next use")
+    index = r.get("index")
+    if index is None:
+        print("  index:   " + ("unchanged (no journal record changed)" if not j["lines"] else
+                             "not rebuilt (--no-rebuild): run `memory-agent rebuild`"))  # fmt: skip
+    elif "error" in index:
+        print(f"  index:   NOT rebuilt ({index['error']}); fix: {index['fix']}")
+    else:
+        print(f"  index:   rebuilt {index['generation']}: episodes follow the scrubbed journal")
+    lessons = r["auto_lessons"]
+    if not lessons:
+        print("no lesson written by the gate (source: auto) to review")
+        return
+    print(f"{len(lessons)} lesson(s) the gate wrote by itself (source: auto): review each; "
+          "archive one with the command under it")  # fmt: skip
+    for lesson in lessons:
+        print(f"  {lesson['id']}: {lesson['title']}\n    {lesson['archive']}")

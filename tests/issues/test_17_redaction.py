@@ -1,0 +1,463 @@
+"""Issue 17, items 4, 7, 8 and 9 and the build bullets "Redaction" and "What earlier versions
+already stored": secrets seen on the structure, the missing shapes, redaction in linear time
+with a margin cut, inputs cut rather than dropped, the tool output bounded as a whole, the
+usage events redacted, and `memory-agent scrub` for what earlier versions stored."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from memory_agent import config
+from memory_agent.client import DaemonClient
+from memory_agent.events import EventLog
+from memory_agent.journal import MAX_FIELD, MAX_OUTPUT, append, read_session, sessions
+from memory_agent.mcp_config import hook_command
+from memory_agent.memory import Memory
+from tests.memory_agent.mcp_helpers import ROOT, daemon_pids, env_for
+
+GH = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+def stored(home_or_folder: Path) -> str:
+    """Every byte under a folder as text, gzipped files unpacked (what `grep -r` plus
+    `zgrep` would see)."""
+    out = []
+    for path in sorted(Path(home_or_folder).rglob("*")):
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        out.append(data.decode("utf-8", "replace"))
+    return "\n".join(out)
+
+
+def fragments(secret: str, size: int = 8) -> list[str]:
+    return [secret[i : i + size] for i in range(len(secret) - size + 1)]
+
+
+# -- item 7: secrets on the structure ------------------------------------------------------
+def test_a_key_that_names_a_secret_hides_its_whole_value_at_any_depth(tmp_path):
+    values = {
+        "password": 90817263,  # a number
+        "api_key": "q8Zr2LmW4xTn7VbK",
+        "token": {"value": "nested-Tok3nValue-77", "scope": "repo"},  # nested
+        "aws": AWS_SECRET,
+        "client": "Cl13ntS3cretValue99",
+        "pair": "PairValueForDbPass42",
+        "docker": "ZG9ja2VyOmh1bnRlcjJodW50ZXI=",
+        "json-in-text": "JsonTextSecret-1234",
+        "cookie": "sessionid=CookieVal-9876",
+    }
+    record = {
+        "ts": 1.0,
+        "event": "tool",
+        "tool": "Bash",
+        "input": {
+            "command": "deploy",
+            "config": {"db": {"password": values["password"], "host": "db"}},
+            "api_key": values["api_key"],
+            "env": {"AWS_SECRET_ACCESS_KEY": values["aws"], "PATH": "/usr/bin"},
+            "oauth": [{"client_secret": values["client"], "max_tokens": 256}],
+            "containers": [{"env": [{"name": "DB_PASSWORD", "value": values["pair"]}]}],
+        },
+        "output": {
+            "auth": {"token": values["token"]},
+            "auths": {"https://index.docker.io/v1/": {"auth": values["docker"]}},
+            "stdout": json.dumps({"data": {"credentials": {"secret": values["json-in-text"]}}}),
+            "headers": {"Cookie": values["cookie"]},
+        },
+        "ok": True,
+    }
+    path = append(tmp_path, "s1", record)
+    text = path.read_text()
+    for name, value in values.items():
+        shown = json.dumps(value) if not isinstance(value, str) else value
+        assert shown.strip('"') not in text, f"{name} leaked"
+    [back] = list(read_session([path]))
+    assert back["input"]["env"]["PATH"] == "/usr/bin"  # what is not secret stays
+    assert back["input"]["oauth"][0]["max_tokens"] == 256
+    assert back["input"]["config"]["db"]["host"] == "db"
+    assert "[REDACTED" in back["input"]["config"]["db"]["password"]
+
+
+# -- item 8: the shapes --------------------------------------------------------------------
+SHAPES = {
+    "curl -u": ("curl -u deploy:Hunt3rPassw0rd https://api.example.com", "Hunt3rPassw0rd"),
+    "curl --user": ("curl --user deploy:Hunt3rPassw0rd https://x.io", "Hunt3rPassw0rd"),
+    "mysql -p": ("mysql -uroot -pMyR00tPassw0rd -h db shop", "MyR00tPassw0rd"),
+    "--password X, --password=X": (
+        "pg_restore --password Sup3rS3cretPw --dbname app; tool --password=Sup3rS3cretPw -v",
+        "Sup3rS3cretPw",
+    ),
+    "azure AccountKey": (
+        "DefaultEndpointsProtocol=https;AccountName=shop;AccountKey=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg"
+        "5MA==;EndpointSuffix=core.windows.net",
+        "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA==",
+    ),
+    "slack webhook": (
+        "curl -X POST https://hooks.slack.com/services/T024BE7LD/B01ABCDEF/abcdefghijklmnopqrstuvwx",
+        "abcdefghijklmnopqrstuvwx",
+    ),
+    "hf token": ("HF_HUB=hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567 ok", "hf_aBcDeFgHiJkLmNoPqRs"),
+    "hf token bare": ("login with hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567", "aBcDeFgHiJkLmNoP"),
+    "docker auth": (
+        '{"auths": {"ghcr.io": {"auth": "dXNlcjpodW50ZXIyaHVudGVyMg=="}}}',
+        "dXNlcjpod",
+    ),
+    "netrc": (
+        "machine api.heroku.com\n  login me@x.io\n  password N3trcS3cret77\n",
+        "N3trcS3cret77",
+    ),
+    "error text": (
+        "FATAL: could not log in to the registry with password Tr0ub4dor&3xyz (user ci)",
+        "Tr0ub4dor&3xyz",
+    ),
+    "authorization basic": ("Authorization: Basic dXNlcjpwYXNz", "dXNlcjpwYXNz"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_each_shape_is_redacted_in_the_journal(tmp_path, name):
+    text, secret = SHAPES[name]
+    path = append(tmp_path, "s", {"ts": 1.0, "event": "prompt", "prompt": f"before {text} after"})
+    kept = next(read_session([path]))["prompt"]
+    assert secret not in kept and "[REDACTED" in kept, kept
+    assert kept.startswith("before ") and kept.endswith(" after")
+
+
+def test_search_queries_are_redacted_in_the_usage_events(tmp_path):
+    log = EventLog(tmp_path / "events")
+    log.append("query", qid="q1", text=f"why does {GH} fail with curl -u ci:Hunt3rPassw0rd")
+    log.append("importance", entry="e1", importance=5, note=f"token {GH} rotated")
+    log.close()
+    text = stored(tmp_path)
+    assert GH not in text and "Hunt3rPassw0rd" not in text
+    assert "why does" in text and "[REDACTED" in text
+
+
+def test_the_service_logs_a_search_redacted(memory, tmp_path):
+    from memory_agent.service import Service
+
+    service = Service(memory)
+    try:
+        service.search(f"deploy failed with password Pl41nQu3ryS3cret and {GH}")
+    finally:
+        service.events.close()
+    text = stored(memory.home / "events")
+    assert "deploy failed" in text  # the query is logged ...
+    assert "Pl41nQu3ryS3cret" not in text and GH not in text  # ... redacted
+
+
+# -- item 9: linear time, the margin cut, nothing dropped ------------------------------------
+def test_redaction_time_grows_linearly_on_adversarial_input():
+    """A 3 KB token-like run took 0.87 s and 4,000 hex characters 1.7 s (backtracking). Each
+    adversarial input of 1.6 MB must now finish (in a subprocess that a timeout ends), in
+    time proportional to its size: 16x the input, not 256x the time."""
+    code = textwrap.dedent(
+        """
+        import json, sys, time
+        from memory_agent.redact import redact
+        shapes = {
+            "hex": "0123456789abcdef", "token-like": "a_b-", "assignments": "token=",
+            "flags": "--password ", "quotes": 'password:"', "jwt-ish": "eyJ-",
+            "urls": "://", "words": "password is the token x ",
+        }
+        out = {}
+        for name, unit in shapes.items():
+            def per_run(n):  # mean over runs that fill at least 0.3 s: steadier under load
+                text = unit * (n // len(unit))
+                runs, start = 0, time.perf_counter()
+                while runs < 2 or time.perf_counter() - start < 0.3:
+                    redact(text)
+                    runs += 1
+                return (time.perf_counter() - start) / runs
+            out[name] = [per_run(100_000), per_run(1_600_000)]
+        print(json.dumps(out))
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    for name, (small, large) in json.loads(proc.stdout).items():
+        # 16x the input: linear is 16x the time, quadratic 256x (noise on a loaded machine: < 64x)
+        assert large / max(small, 1e-3) < 64, (name, small, large)
+
+
+def hook(home: Path, event: str, raw: bytes, **env: str) -> subprocess.CompletedProcess:
+    """The hook exactly as `memory-agent init` prints it, with the default budget."""
+    return subprocess.run(
+        hook_command(home, event),
+        input=raw,
+        capture_output=True,
+        env=env_for(home, home.parent / "cache", MEMORY_AGENT_INJECT="off", **env),
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def capture_home(tmp_path):
+    home = tmp_path / "home"
+    Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
+    return home
+
+
+def journal_of(home: Path, session: str) -> list[dict]:
+    paths = sessions(home / "journal").get(session)
+    assert paths, (
+        (home / "run" / "hooks.log").read_text()
+        if (home / "run" / "hooks.log").exists()
+        else "no journal"
+    )
+    return list(read_session(paths))
+
+
+def test_a_secret_across_the_cut_of_a_2mb_prompt_leaves_no_fragment(capture_home):
+    """Cut with a margin, redact, cut exactly: the prompt (2 MB of hex, which took the old
+    redaction past the hook's budget: the turn was not journaled) is kept, cut, and the
+    tokens that straddle both cuts leave no 8-character piece behind."""
+    filler = "0123456789abcdef" * (2_000_000 // 16)
+    head, tail = MAX_FIELD // 2, MAX_FIELD - MAX_FIELD // 2
+    prompt = filler[: head - 20] + " " + GH + " " + filler
+    prompt = (
+        prompt[: len(prompt) - tail - 20] + " " + GH.replace("ghp_16", "ghp_27") + " " + "ab" * 40
+    )
+    payload = {"session_id": "big", "hook_event_name": "UserPromptSubmit", "prompt": prompt}
+    proc = hook(capture_home, "prompt", json.dumps(payload).encode())
+    assert proc.returncode == 0
+    [record] = journal_of(capture_home, "big")
+    kept = record["prompt"]
+    assert "characters cut" in kept and len(kept) < MAX_FIELD + 100
+    for secret in (GH, GH.replace("ghp_16", "ghp_27")):
+        assert not [f for f in fragments(secret) if f in kept], kept[head - 40 : head + 40]
+
+
+@pytest.mark.parametrize("case", ["2 MB prompt of non-ASCII text", "lone surrogate", "900 deep"])
+def test_inputs_that_were_dropped_whole_are_journaled(capture_home, case):
+    """Each was dropped whole (hooks.log: JSONDecodeError past the 4 MB stdin cap,
+    UnicodeEncodeError, RecursionError); now each is journaled, cut."""
+    if case == "2 MB prompt of non-ASCII text":
+        payload = {"session_id": "s", "prompt": "Schöne Grüße " * 160_000}  # 2 M chars, 4 MB
+        raw, event = json.dumps(payload, ensure_ascii=False).encode(), "prompt"
+    elif case == "lone surrogate":
+        payload = {"session_id": "s", "prompt": "a broken emoji \ud800 here"}
+        raw, event = json.dumps(payload).encode(), "prompt"  # "\ud800", as JSON escapes it
+    else:
+        nested: object = "the leaf"
+        for _ in range(900):
+            nested = {"k": nested}
+        payload = {"session_id": "s", "tool_name": "Bash", "tool_input": nested,
+                   "tool_response": {"stdout": "ok"}}  # fmt: skip
+        raw, event = json.dumps(payload).encode(), "tool"
+    assert hook(capture_home, event, raw).returncode == 0
+    [record] = journal_of(capture_home, "s")
+    if case == "2 MB prompt of non-ASCII text":
+        assert record["prompt"].startswith("Schöne Grüße") and "characters cut" in record["prompt"]
+    elif case == "lone surrogate":
+        assert record["prompt"] == "a broken emoji \ufffd here"
+    else:
+        assert record["tool"] == "Bash" and record["output"] == {"stdout": "ok"}
+        assert "nested deeper than" in json.dumps(record["input"])
+
+
+# -- item 4: the output bounded as a whole ---------------------------------------------------
+def test_a_write_response_is_bounded_as_a_whole(tmp_path):
+    content = "".join(f"line {i}: some file content here\n" for i in range(3000))
+    response = {
+        "type": "update",
+        "filePath": "/home/u/src/app.py",
+        "content": content,
+        "originalFile": content.replace("here", "there"),
+        "structuredPatch": [
+            {"oldStart": 1, "oldLines": 3000, "newStart": 1, "newLines": 3000,
+             "lines": [f"-line {i}" for i in range(3000)]}
+        ],
+    }  # fmt: skip
+    record = {"ts": 1.0, "event": "tool", "tool": "Write", "input": {"file_path": "/x"},
+              "output": response, "ok": True}  # fmt: skip
+    [back] = list(read_session([append(tmp_path, "w", record)]))
+    size = len(json.dumps(back["output"], ensure_ascii=False))
+    assert size <= MAX_OUTPUT * 1.25, size
+    assert back["output"]["filePath"] == "/home/u/src/app.py"  # short fields stay whole
+    assert back["output"]["type"] == "update"
+
+
+# -- what earlier versions stored: memory-agent scrub ----------------------------------------
+OLD = {  # what an earlier version stored verbatim
+    "input password": "OldPl41nPassw0rd",
+    "curl": "Hunt3rCurlPass",
+    "env secret": AWS_SECRET,
+    "query": "Qu3ryS3cretPassw0rd",
+    "gz prompt": "GzPr0mptS3cretVal",
+    "inbox": "Inb0xS3cretValue",
+}
+
+
+def old_records(session: str, secret_of: str) -> list[dict]:
+    return [
+        {"ts": 100.0, "event": "prompt", "session": session, "client": "claude-code",
+         "prompt": f"deploy with password {OLD[secret_of]} please"},
+        {"ts": 101.0, "event": "tool", "session": session, "client": "claude-code",
+         "tool": "Bash", "input": {"command": f"curl -u ci:{OLD['curl']} https://x.io",
+                                   "password": OLD["input password"],
+                                   "env": {"AWS_SECRET_ACCESS_KEY": OLD["env secret"]}},
+         "output": "ok", "ok": True},
+        {"ts": 102.0, "event": "stop", "session": session, "answer": "done"},
+    ]  # fmt: skip
+
+
+def lines(records: list[dict]) -> bytes:
+    return b"".join((json.dumps(r) + "\n").encode() for r in records)
+
+
+@pytest.fixture
+def old_home(tmp_path):
+    """A home as an earlier version left it: a plain journal, a gzipped part, events (plain
+    and gzipped) and a gate inbox holding secrets, and one lesson the gate wrote by itself."""
+    home = tmp_path / "home"
+    Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
+    j = home / "journal"
+    j.mkdir(mode=0o700, exist_ok=True)
+    (j / "s-plain.jsonl").write_bytes(lines(old_records("s-plain", "input password")))
+    (j / "s-gz.jsonl.4000-1700000000000000000.gz").write_bytes(
+        gzip.compress(lines(old_records("s-gz", "gz prompt")))
+    )
+    (j / "s-gz.jsonl").write_bytes(lines([{"ts": 200.0, "event": "prompt", "prompt": "later"}]))
+    (j / ".s-gz.jsonl.gz.tmp-999999999-abc123").write_bytes(b"crashed copy " + OLD["curl"].encode())
+    ev = home / "events"
+    ev.mkdir(mode=0o700, exist_ok=True)
+    query = {
+        "kind": "query",
+        "qid": "q",
+        "text": f"password {OLD['query']}",
+        "results": 0,
+        "ts": 1.0,
+    }
+    (ev / "20250101T000000-1-aaaaaa.jsonl").write_bytes(lines([query]))
+    (ev / "20240101T000000-2-bbbbbb.jsonl.gz").write_bytes(gzip.compress(lines([query])))
+    (home / "inbox").mkdir(mode=0o700, exist_ok=True)
+    (home / "inbox" / "state.json").write_text(
+        json.dumps(
+            {
+                "proposed": {
+                    "k1": {"title": "curl fails", "command": f"curl -u ci:{OLD['inbox']} x"}
+                },
+                "promoted": {},
+            }
+        )
+    )
+    (home / "kb" / "pitfall").mkdir(exist_ok=True)
+    (home / "kb" / "pitfall" / "auto-lesson.md").write_text(
+        "---\nid: auto-lesson\ntitle: pytest fails without the fixture\ntype: pitfall\n"
+        "status: active\ncreated: '2026-01-01T00:00:00Z'\ntags: [auto]\nsource: auto\n---\n\n"
+        "Observed output: ...\n"
+    )
+    return home
+
+
+def run_cli(home: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "memory_agent", *args, "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=env_for(home, home.parent / "cache"),
+        timeout=300,
+    )
+
+
+def test_scrub_redacts_plain_and_gzipped_journals_events_and_inbox(old_home):
+    before = {
+        name: list(read_session(paths)) for name, paths in sessions(old_home / "journal").items()
+    }
+    assert OLD["gz prompt"] in stored(old_home)  # the test sees inside gzip
+    proc = run_cli(old_home, "scrub", "--json", "--no-rebuild")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["journal"]["lines"] == 4  # prompt + tool of each session
+    assert report["events"]["lines"] == 2 and report["inbox"] == 1
+    assert [lesson["id"] for lesson in report["auto_lessons"]] == ["auto-lesson"]
+    assert report["auto_lessons"][0]["archive"].startswith("memory-agent archive auto-lesson ")
+    everything = stored(old_home)
+    for name, secret in OLD.items():
+        assert secret not in everything, f"{name} still stored"
+    assert (old_home / "run" / "scrub-v1").exists()
+    # the records are all still there, in order, only redacted
+    after = {
+        name: list(read_session(paths)) for name, paths in sessions(old_home / "journal").items()
+    }
+    assert {n: [r["event"] for r in rs] for n, rs in after.items()} == {
+        n: [r["event"] for r in rs] for n, rs in before.items()
+    }
+    assert after["s-gz"][-1]["prompt"] == "later"
+    assert after["s-plain"][1]["input"]["command"].startswith("curl -u ")
+    # idempotent: a second run changes nothing
+    snapshot = {
+        p: p.read_bytes() for p in old_home.rglob("*") if p.is_file() and ".git" not in p.parts
+    }
+    again = json.loads(run_cli(old_home, "scrub", "--json", "--no-rebuild").stdout)
+    assert again["journal"]["lines"] == again["events"]["lines"] == again["inbox"] == 0
+    now = {p: p.read_bytes() for p in old_home.rglob("*") if p.is_file() and ".git" not in p.parts}
+    assert now == snapshot
+
+
+def test_the_daemon_scrubs_at_its_first_start_and_the_episodes_follow(
+    old_home, shared_cache, monkeypatch
+):
+    """Run once on upgrade: the daemon scrubs when run/scrub-v1 is absent, then builds a fresh
+    index generation (it writes the marker last), so no episode built from the old journal
+    text stays searchable, and the old generation's files are gone."""
+    for key, value in env_for(old_home, shared_cache).items():
+        if key.startswith("MEMORY_AGENT_") or key == "PYTHONPATH":  # the daemon runs this tree
+            monkeypatch.setenv(key, value)
+    monkeypatch.setenv("MEMORY_AGENT_JOURNAL_RETENTION_DAYS", "100000")  # episodes of 1970
+    client = DaemonClient(old_home)
+    marker = old_home / "run" / "scrub-v1"
+    try:
+        client.ensure()
+        # the files are scrubbed before the daemon answers (the gate never reads old text)
+        for name, secret in OLD.items():
+            assert secret not in stored(old_home / "journal") + stored(old_home / "events"), name
+        deadline = time.monotonic() + 240
+        while not marker.exists() and time.monotonic() < deadline:  # the scrub's own signal
+            time.sleep(0.2)
+        assert marker.exists(), (old_home / "run" / "daemon.log").read_text()[-2000:]
+        for name, secret in OLD.items():
+            assert secret not in stored(old_home), f"{name} still stored"
+        hits = client.call_tool(
+            "memory_search", {"query": "deploy with password please", "include_episodes": True}
+        )["hits"]
+        assert [h for h in hits if h["id"].startswith("episodes/")], hits
+        assert "[REDACTED" in json.dumps(hits)
+        # on demand, with this version's daemon running: nothing left to do, the daemon's own
+        # events file (held open) is left alone, the daemon keeps running
+        live = sorted((old_home / "events").glob(f"*-{client.pid()}-*.jsonl"))
+        assert live
+        before = {p: p.stat().st_ino for p in live}
+        proc = run_cli(old_home, "scrub", "--json")
+        assert proc.returncode == 0, proc.stderr
+        again = json.loads(proc.stdout)
+        assert again["journal"]["lines"] == again["events"]["lines"] == 0
+        assert again["index"] is None and again["stopped_daemon"] is None
+        assert {p: p.stat().st_ino for p in live} == before
+        assert client.health() is not None
+    finally:
+        client.stop(wait=True)
+        for pid in daemon_pids(old_home):
+            os.kill(pid, signal.SIGKILL)

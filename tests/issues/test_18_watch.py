@@ -1,0 +1,28 @@
+"""Issue 18, item 17: the fallback without inotify can be chosen (to measure what it costs, or
+on a filesystem inotify misreads): MEMORY_AGENT_NO_INOTIFY=1, read when the daemon's scanner
+starts watching. The resident memory then finds an edit by its rescan, as on macOS."""
+
+import os
+
+from tests.issues.test_10_read_model import _entry
+from tests.memory_agent.helpers import make_memory
+
+
+def test_no_inotify_switch_falls_back_to_rescans(env_home, minilm_model, monkeypatch):
+    from memory_agent import memory as memory_mod
+
+    memory = make_memory(env_home, minilm_model, resident=True)
+    memory.init(demo=True, embedder="minilm")
+    memory.require_home()
+    monkeypatch.setenv("MEMORY_AGENT_NO_INOTIFY", "1")  # read when used, not at import
+    assert memory.scanner.start_watching() is False and memory.scanner.watcher is None
+    memory.search("lock dependencies")
+    monkeypatch.setattr(memory_mod, "RESCAN_EVERY_S", 0.0)  # the rescan is due at once
+    _entry(env_home / "kb", 123, "the flux capacitor needs 1.21 gigawatts")
+    hits = memory.search("flux capacitor gigawatts")["hits"]
+    assert hits[0]["id"] == "bulk-0123"
+    memory.close()
+    monkeypatch.setenv("MEMORY_AGENT_NO_INOTIFY", "0")
+    again = make_memory(env_home, minilm_model, resident=True)
+    assert again.scanner.start_watching() is (os.uname().sysname == "Linux")
+    again.close()

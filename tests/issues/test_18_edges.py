@@ -215,21 +215,25 @@ def test_init_makes_an_existing_home_owner_only_and_says_so(tmp_path, shared_cac
     home.chmod(0o755)
     (home / "config.toml").write_text('embedder = "minilm"\n', encoding="utf-8")
     (home / "config.toml").chmod(0o644)
-    done = cli(home, shared_cache, "init", "--no-index")
+    done = cli(home, shared_cache, "init", "--no-index", "--json")
     assert done.returncode == 0, done.stderr
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     assert stat.S_IMODE((home / "config.toml").stat().st_mode) == 0o600
-    assert "0755 -> 0700" in done.stdout and "0644 -> 0600" in done.stdout
-    again = cli(home, shared_cache, "init", "--no-index", "--embedder", "minilm")
-    assert again.returncode == 0 and "owner-only" not in again.stdout
-    assert stat.S_IMODE((home / "config.toml").stat().st_mode) == 0o600
+    assert json.loads(done.stdout)["tightened"] == [
+        f"{home}: 0755 -> 0700", f"{home / 'config.toml'}: 0644 -> 0600"
+    ]  # fmt: skip
+    home.chmod(0o750)
+    again = cli(home, shared_cache, "init", "--no-index")  # a person reads this one
+    assert again.returncode == 0, again.stderr
+    assert f"made owner-only (it may hold private notes): {home}: 0750 -> 0700" in again.stdout
 
 
 def test_a_new_config_toml_is_owner_only(tmp_path, shared_cache):
     home = tmp_path / "home"
-    done = cli(home, shared_cache, "init", "--no-index", "--embedder", "minilm")
+    done = cli(home, shared_cache, "init", "--no-index", "--json", "--embedder", "minilm")
     assert done.returncode == 0, done.stderr
     assert stat.S_IMODE((home / "config.toml").stat().st_mode) == 0o600
+    assert json.loads(done.stdout)["tightened"] == []
 
 
 # 12 ------------------------------------------------------------------------------------------
@@ -275,6 +279,27 @@ def test_a_reply_that_fails_its_output_schema_is_internal_and_logged(session, ho
     assert "correct the arguments" not in error["fix"] and "daemon log" in error["fix"]
     log = _daemon_log(home)
     assert "tool memory_proposals crashed" in log and "Traceback" in log
+
+
+def test_a_bug_in_the_background_gate_leaves_its_traceback_in_the_daemon_log(session, home):
+    inbox = home / "inbox"
+    inbox.mkdir(mode=0o700, exist_ok=True)
+    (inbox / "state.json").write_text("[]", encoding="utf-8")  # not the object the gate keeps
+    try:
+        status, _, _ = DaemonClient(home).request(
+            "POST", "/hooks/event", json.dumps({"event": "stop"}).encode(),
+            {"Content-Type": "application/json"},
+        )  # fmt: skip
+        assert status == 200
+        deadline = time.monotonic() + 180  # the gate runs 2 s after the event, on a busy box
+        while "gate failed" not in _daemon_log(home) and time.monotonic() < deadline:
+            time.sleep(0.1)  # polling the log the daemon writes, bounded
+    finally:
+        (inbox / "state.json").unlink()
+    assert "gate failed" in _daemon_log(home), "the gate did not run within 180 s"
+    after = _daemon_log(home).split("gate failed", 1)[1].splitlines()
+    assert after[1:] and after[1].startswith("Traceback (most recent call last)"), after[:3]
+    assert any("AttributeError" in line for line in after[:40])
 
 
 def test_a_hand_broken_entry_is_a_document_error_not_the_callers(session, home):

@@ -7,7 +7,12 @@ even if something else is staged. `state` tells a lifecycle write whether the fi
 about to change holds someone's uncommitted edit.
 
 Plain `git` subprocesses (no library): every call is one short-lived process with its stderr
-captured, so a long-running daemon holds no git handles between writes.
+captured, so a long-running daemon holds no git handles between writes. Every one runs under
+one lock rule (`_proc`): a command that found git's lock taken is retried for up to
+LOCK_WAIT_S, then fails naming the git process that holds the lock, or the stale lock and the
+`rm` that removes it. `check_writable` refuses a write while git is mid-rebase (merge,
+cherry-pick, revert, bisect), on a detached HEAD, or on another branch than the one recorded
+in the KB's git config (`memory-agent.branch`, set at init or at the daemon's first start).
 """
 
 from __future__ import annotations
@@ -145,10 +150,13 @@ class KBRepo:
 
     @classmethod
     def init(cls, path: Path) -> tuple[KBRepo, bool]:
-        """Open the repository at `path`, creating it if needed. Returns (repo, created)."""
+        """Open the repository at `path`, creating it if needed, and record the branch the
+        memory writes to (`memory-agent.branch` in its git config). Returns (repo, created)."""
         path.mkdir(parents=True, exist_ok=True)
         if (path / ".git").exists():
-            return cls(path), False
+            repo = cls(path)
+            repo.record_branch()  # an adopted repository: its branch now, unless recorded
+            return repo, False
         _run(path, "init", "-q")
         repo = cls(path)
         # An empty first commit, so HEAD exists and every write has a parent.

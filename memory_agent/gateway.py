@@ -13,7 +13,10 @@ Refused before anything is written:
 - a path that is a symbolic link, or a folder that is one (`invalid`, naming the path);
 - a supersede that changes nothing (`invalid`);
 - a near-duplicate, unless `force=True` (recorded in the commit message);
-- a request id reused for another call (`conflict`, naming the first write).
+- a request id reused for another call (`conflict`, naming the first write);
+- a KB whose git is mid-rebase/merge/cherry-pick/revert/bisect, on a detached HEAD, or on
+  another branch than memory-agent's (`conflict`, naming it and the git command that ends it):
+  a commit made then would be lost when the user finishes.
 
 The redo log and the request replies live in `memory_agent.intents`.
 """
@@ -38,12 +41,11 @@ from memory_agent.kb import (
     content_key,
     entry_path,
     make_id,
-    read_entry,
     render_entry,
     validate,
 )
 from memory_agent.memory import Memory
-from memory_agent.scanner import KB_SOURCE, entry_file, name_taken
+from memory_agent.scanner import KB_SOURCE, entry_file, name_taken, read_kb_entry
 from ragcore import Document, Filter
 
 __all__ = ["DEDUP_THRESHOLDS", "Gateway"]
@@ -66,6 +68,7 @@ class Gateway:
         self.requests = RequestLog(
             memory.run_dir / "requests", memory.clock, float(memory.cfg.request_ttl)
         )
+        self._branch_seen = False
         self._previewed: dict[str, float] = {}  # a preview's time, by the call's fingerprint
 
     def _when(self, tool: str, args: dict[str, Any], confirm: bool) -> float:
@@ -97,6 +100,7 @@ class Gateway:
         print_ = fingerprint(tool, args)
         replay = self.requests.replay(request_id, tool, print_)
         if replay is None:
+            self.repo.check_writable()  # not on a detached HEAD, another branch, mid-rebase
             self.recover()
             replay = self.requests.replay(request_id, tool, print_)
         if replay is None:
@@ -144,9 +148,16 @@ class Gateway:
         )  # fmt: skip
 
     def recover(self) -> list[dict[str, Any]]:
-        """Finish every write a killed process left half done. Call with the home lock held."""
+        """Finish every write a killed process left half done. Call with the home lock held.
+        (The daemon calls it at start: a home made before the branch record gets it then.)"""
         done = []
-        for path in self.redo.pending():
+        pending = self.redo.pending()
+        if not self._branch_seen:
+            self.repo.record_branch()
+            self._branch_seen = True
+        if pending:
+            self.repo.check_writable()
+        for path in pending:
             intent = self.redo.load(path)
             if intent is None:  # the intent itself was torn: nothing was written after it
                 path.unlink(missing_ok=True)
@@ -206,7 +217,7 @@ class Gateway:
         path = entry_file(self.memory.kb_dir, entry_id) if "/" not in entry_id else None
         if path is None:
             raise NotFound(f"no entry with id {entry_id!r}")
-        return path, read_entry(path)  # a hand-broken file: InvalidFile, code `document`
+        return path, read_kb_entry(path)  # a hand-broken file: InvalidFile, code `document`
 
     def _duplicate(self, title: str, body: str, exclude: set[str]) -> dict[str, Any] | None:
         """An active KB entry with the same normalised text, or a near-duplicate above the
@@ -523,6 +534,7 @@ class Gateway:
                 "preview": {str(p): text for p, text in files.items()},
                 "next": "run again with confirm to archive them in one commit",
             }
+        self.repo.check_writable()
         self.recover()
         reply = {"status": "archived", "ids": [p.stem for p in files]}
         return self._apply(files, f"memory: gc archives {len(files)} idle entries", {}, reply)

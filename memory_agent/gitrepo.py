@@ -7,7 +7,12 @@ even if something else is staged. `state` tells a lifecycle write whether the fi
 about to change holds someone's uncommitted edit.
 
 Plain `git` subprocesses (no library): every call is one short-lived process with its stderr
-captured, so a long-running daemon holds no git handles between writes.
+captured, so a long-running daemon holds no git handles between writes. Every one runs under
+one lock rule (`_proc`): a command that found git's lock taken is retried for up to
+LOCK_WAIT_S, then fails naming the git process that holds the lock, or the stale lock and the
+`rm` that removes it. `check_writable` refuses a write while git is mid-rebase (merge,
+cherry-pick, revert, bisect), on a detached HEAD, or on another branch than the one recorded
+in the KB's git config (`memory-agent.branch`, set at init or at the daemon's first start).
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from memory_agent.errors import GitError
+from memory_agent.errors import Conflict, GitError
 
 __all__ = ["GitError", "KBRepo"]
 
@@ -28,12 +34,10 @@ AUTHOR_EMAIL = "memory-agent@localhost"
 
 
 def _fix_for(stderr: str, repo: Path) -> str:
-    """What a person can do about a failed git command, from what git said."""
-    if "index.lock" in stderr:
-        return (
-            f"another git process is running in {repo}, or one died and left "
-            f"{repo / '.git' / 'index.lock'}: if no git command is running there, remove that file"
-        )
+    """What a person can do about a failed git command, from what git said. (A busy lock never
+    gets here: `_run` waits for it and says who holds it.)"""
+    if _disk_full(stderr):
+        return f"the disk holding {repo} is full: free some space on it, then retry"
     if "Permission denied" in stderr or "Read-only file system" in stderr:
         return f"make {repo} (and its .git folder) writable by this user"
     if "date" in stderr.lower():
@@ -41,9 +45,104 @@ def _fix_for(stderr: str, repo: Path) -> str:
     return f"run the command by hand in {repo} to see the whole error"
 
 
+def _disk_full(stderr: str) -> bool:
+    return "No space left on device" in stderr or "Disk quota exceeded" in stderr
+
+
+# -- one rule for git's lock files, for every git command memory-agent runs -------------------
+# git takes `.git/index.lock` (and `<ref>.lock`) for a moment; an editor's `git status` loop
+# holds it again and again. A command that found the lock taken did nothing, so it is run
+# again, waiting up to LOCK_WAIT_S. Past that bound the error says who holds the lock: a live
+# git process in the KB (wait for it; never remove the lock under it), or nobody (a lock older
+# than STALE_AFTER_S that no git process holds was left by one that died: remove it).
+LOCK_WAIT_S = 10.0
+STALE_AFTER_S = 10.0
+_LOCKED = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+
+
+def _locked_path(stderr: str) -> Path | None:
+    m = _LOCKED.search(stderr)
+    return Path(m.group(1)) if m else None
+
+
+def git_processes(repo: Path) -> list[tuple[int, str]]:
+    """(pid, command line) of the git processes working in `repo` (their cwd is in it), from
+    /proc; empty where there is no /proc."""
+    root = str(Path(repo).resolve())
+    found = []
+    me = os.getpid()
+    try:
+        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return []
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            if comm != "git" and not comm.startswith("git-"):
+                continue
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            if cwd != root and not cwd.startswith(root + os.sep):
+                continue
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            cmd = " ".join(a.decode(errors="replace") for a in argv if a)
+        except OSError:
+            continue
+        found.append((pid, cmd[:200] or comm))
+    return sorted(found)
+
+
+def _lock_age(lock: Path) -> float | None:
+    try:
+        return max(0.0, time.time() - lock.stat().st_mtime)
+    except OSError:
+        return None  # gone meanwhile: worth another try
+
+
+def _lock_error(args: Sequence[str], repo: Path, lock: Path, waited: float) -> GitError:
+    holders = git_processes(repo)
+    what = f"`git {args[0]}` in {repo} found {lock} taken"
+    if holders:
+        names = "; ".join(f"pid {pid}: {cmd}" for pid, cmd in holders[:3])
+        return GitError(
+            f"{what} for {waited:.0f} s: git is running there ({names})",
+            f"wait for that git command to finish (do not remove {lock.name} while it runs), "
+            "then retry",
+        )
+    age = _lock_age(lock)
+    if age is not None and age >= STALE_AFTER_S:
+        return GitError(
+            f"{what}: a stale lock - no git process is running in {repo} and the lock is "
+            f"{age:.0f} s old (a git command that died left it)",
+            f"remove it: rm {lock}   then retry",
+        )
+    return GitError(
+        f"{what} for {waited:.0f} s; no git process is running there now",
+        f"retry; if it persists and no git command is running in {repo}, remove it: rm {lock}",
+    )
+
+
+# What git is in the middle of, from the files it leaves in .git, and how to finish or abort it.
+_IN_PROGRESS = (
+    ("rebase-merge", "a rebase", "git rebase --continue` or `git rebase --abort"),
+    ("rebase-apply", "a rebase (or `git am`)", "git rebase --continue` or `git rebase --abort"),
+    ("MERGE_HEAD", "a merge", "git merge --continue` or `git merge --abort"),
+    (
+        "CHERRY_PICK_HEAD",
+        "a cherry-pick",
+        "git cherry-pick --continue` or `git cherry-pick --abort",
+    ),
+    ("REVERT_HEAD", "a revert", "git revert --continue` or `git revert --abort"),
+    ("BISECT_LOG", "a bisect", "git bisect reset"),
+)
+BRANCH_KEY = "memory-agent.branch"  # git config in the KB: the branch memory-agent writes to
+
+
 class KBRepo:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, lock_wait: float | None = None):
         self.path = Path(path)
+        self.lock_wait = lock_wait  # None: LOCK_WAIT_S
         if not (self.path / ".git").exists():
             raise GitError(
                 f"{self.path} is not a git repository", "run `memory-agent init` to create it"
@@ -51,18 +150,85 @@ class KBRepo:
 
     @classmethod
     def init(cls, path: Path) -> tuple[KBRepo, bool]:
-        """Open the repository at `path`, creating it if needed. Returns (repo, created)."""
+        """Open the repository at `path`, creating it if needed, and record the branch the
+        memory writes to (`memory-agent.branch` in its git config). Returns (repo, created)."""
         path.mkdir(parents=True, exist_ok=True)
         if (path / ".git").exists():
-            return cls(path), False
+            repo = cls(path)
+            repo.record_branch()  # an adopted repository: its branch now, unless recorded
+            return repo, False
         _run(path, "init", "-q")
         repo = cls(path)
         # An empty first commit, so HEAD exists and every write has a parent.
         repo.git("commit", "-q", "--allow-empty", "-m", "memory-agent: new knowledge base")
+        repo.record_branch()
         return repo, True
 
     def git(self, *args: str, check: bool = True) -> str:
-        return _run(self.path, *args, check=check)
+        return _run(self.path, *args, check=check, lock_wait=self.lock_wait)
+
+    # -- the branch memory-agent writes to, and git's state -----------------------------------
+    def branch(self) -> str | None:
+        """The branch HEAD is on, or None when HEAD is detached (read from .git/HEAD)."""
+        try:
+            ref = (self.path / ".git" / "HEAD").read_text().strip()
+        except OSError:
+            out = self.git("symbolic-ref", "-q", "--short", "HEAD", check=False).strip()
+            return out or None
+        return ref[len("ref: refs/heads/") :] if ref.startswith("ref: refs/heads/") else None
+
+    def recorded_branch(self) -> str | None:
+        return self.git("config", "--get", BRANCH_KEY, check=False).strip() or None
+
+    def record_branch(self) -> str | None:
+        """Record the current branch as the one memory-agent writes to, unless one is
+        recorded already (a home made before this record: its branch at the first start)."""
+        recorded = self.recorded_branch()
+        if recorded is None:
+            recorded = self.branch()
+            if recorded is not None:
+                self.git("config", BRANCH_KEY, recorded)
+        return recorded
+
+    def check_writable(self) -> None:
+        """Refuse (`Conflict`, naming the state and the git command that ends it) while git is
+        in the middle of a rebase, merge, cherry-pick, revert or bisect, while HEAD is
+        detached, or while the KB is on another branch than memory-agent's: a commit made then
+        would be lost when the user finishes (the entry only in the reflog)."""
+        problem = self._busy()
+        if problem is not None:
+            raise Conflict(*problem)
+        kb = self.path
+        current = self.branch()
+        recorded = self.record_branch()
+        if recorded is not None and current != recorded:
+            raise Conflict(
+                f"the knowledge base {kb} is on branch {current!r}, but memory-agent writes to "
+                f"{recorded!r} (the branch it was created on); nothing was written",
+                f"`git -C {kb} checkout {recorded}`, or make {current!r} the memory's branch: "
+                f"`git -C {kb} config {BRANCH_KEY} {current}`",
+            )
+
+    def _busy(self) -> tuple[str, str] | None:
+        """(message, fix) when git is mid-operation in the KB or HEAD is detached."""
+        git_dir = self.path / ".git"
+        kb = self.path
+        for name, what, finish in _IN_PROGRESS:
+            if (git_dir / name).exists():
+                return (
+                    f"the knowledge base {kb} is in the middle of {what}; a write now would be "
+                    "lost when it ends, so nothing was written",
+                    f"finish or abort it (`{finish}` in {kb}), then retry",
+                )
+        if self.branch() is None:
+            recorded = self.recorded_branch()
+            back = f"git -C {kb} checkout {recorded}" if recorded else f"git -C {kb} switch -"
+            return (
+                f"the knowledge base {kb} has a detached HEAD (not on a branch); a write now "
+                "would be lost at the next checkout, so nothing was written",
+                f"go back to the branch: `{back}`, then retry",
+            )
+        return None
 
     def _rel(self, paths: Sequence[Path]) -> list[str]:
         root = self.path.resolve()
@@ -77,6 +243,9 @@ class KBRepo:
         `git commit --only`'s temporary index, which costs ~0.6 s in a folder of 100k files.
         Otherwise (someone has staged work) `git commit --only` records these paths alone."""
         rel = self._rel(paths)
+        busy = self._busy()  # checked before the write too; this closes the gap since
+        if busy is not None:
+            raise GitError(*busy)
         parent = self.head()
         if parent is not None and self._nothing_staged():
             commit = self._commit_plumbing(rel, message, parent)
@@ -86,13 +255,8 @@ class KBRepo:
         self.git("commit", "-q", "--no-verify", "-m", message, "--only", "--", *rel)
         return self.head() or ""
 
-    def _nothing_staged(self) -> bool:
-        proc = subprocess.run(
-            ["git", "-C", str(self.path), "diff", "--cached", "--quiet"],
-            capture_output=True,
-            env=_env(),
-            stdin=subprocess.DEVNULL,
-        )
+    def _nothing_staged(self, rel: Sequence[str] = ()) -> bool:
+        proc = _proc(self.path, "diff", "--cached", "--quiet", "--", *rel, lock_wait=self.lock_wait)
         return proc.returncode == 0
 
     def _commit_plumbing(self, rel: list[str], message: str, parent: str) -> str | None:
@@ -106,8 +270,19 @@ class KBRepo:
         return commit
 
     def unstage(self, paths: Sequence[Path]) -> None:
-        """Put the index of `paths` back to HEAD (after a commit that failed)."""
-        self.git("reset", "-q", "--", *self._rel(paths), check=False)
+        """Put the index of `paths` back to HEAD (after a commit that failed). Raises
+        `GitError` when it could not (the lock stayed taken): the index is then checked, not
+        assumed, since `git reset` exits 1 for "unstaged changes after reset" as well."""
+        rel = self._rel(paths)
+        if self._nothing_staged(rel):
+            return  # (reads the index without its lock: a stale lock does not stop this)
+        proc = _proc(self.path, "reset", "-q", "--", *rel, lock_wait=self.lock_wait)
+        if proc.returncode != 0 and not self._nothing_staged(rel):
+            stderr = " ".join(proc.stderr.split())[:500]
+            raise GitError(
+                f"`git reset` could not unstage {', '.join(rel)} in {self.path}: {stderr}",
+                _fix_for(stderr, self.path),
+            )
 
     def state(self, path: Path) -> str | None:
         """None when the file is exactly as committed; else what is uncommitted about it:
@@ -151,11 +326,7 @@ class KBRepo:
         if self.head() is None:
             return None
         rel = self._rel([path])[0]
-        proc = subprocess.run(
-            ["git", "-C", str(self.path), "show", f"HEAD:{rel}"],
-            capture_output=True,
-            env=_env(),
-        )
+        proc = _proc(self.path, "show", f"HEAD:{rel}", text=False, lock_wait=self.lock_wait)
         return proc.stdout.decode("utf-8") if proc.returncode == 0 else None
 
     def last_commit_touching(self, path: Path) -> str | None:
@@ -178,19 +349,52 @@ def _env() -> dict[str, str]:
     )  # fmt: skip
 
 
-def _run(repo: Path, *args: str, check: bool = True) -> str:
-    """The stdout of `git args` in `repo`; a failure raises `GitError` unless check=False."""
-    try:
-        proc = subprocess.run(
-            ["git", "-C", str(repo), *args],
-            capture_output=True,
-            text=True,
-            env=_env(),
-            stdin=subprocess.DEVNULL,
-        )
-    except OSError as exc:
-        raise GitError(f"could not run git ({exc.strerror})", "install git") from exc
+def _proc(
+    repo: Path, *args: str, text: bool = True, lock_wait: float | None = None
+) -> subprocess.CompletedProcess:
+    """Run `git args` in `repo` under the lock rule: a command that found a lock taken is run
+    again until LOCK_WAIT_S has passed; past it, or at once when the lock is stale, the lock
+    error (`GitError`, naming the holder or the command that removes a stale lock)."""
+    bound = LOCK_WAIT_S if lock_wait is None else lock_wait
+    started = time.monotonic()
+    delay = 0.01
+    while True:
+        try:
+            proc = subprocess.run(
+                ["git", "-C", str(repo), *args],
+                capture_output=True,
+                text=text,
+                env=_env(),
+                stdin=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            raise GitError(f"could not run git ({exc.strerror})", "install git") from exc
+        if proc.returncode == 0:
+            return proc
+        err = proc.stderr if text else proc.stderr.decode("utf-8", "replace")
+        lock = _locked_path(err)
+        if lock is None:
+            return proc
+        waited = time.monotonic() - started
+        if waited >= bound:
+            raise _lock_error(args, repo, lock, waited)
+        age = _lock_age(lock)
+        if age is not None and age >= STALE_AFTER_S and not git_processes(repo):
+            raise _lock_error(args, repo, lock, waited)
+        time.sleep(min(delay, max(0.0, bound - waited)))
+        delay = min(delay * 2, 0.2)
+
+
+def _run(repo: Path, *args: str, check: bool = True, lock_wait: float | None = None) -> str:
+    """The stdout of `git args` in `repo`; a failure raises `GitError` unless check=False (a
+    lock that stays taken raises in any case)."""
+    proc = _proc(repo, *args, lock_wait=lock_wait)
     if proc.returncode != 0 and check:
         stderr = " ".join(proc.stderr.split())[:500]
+        if _disk_full(stderr):
+            raise GitError(
+                f"the disk is full: `git {args[0]}` could not write in {repo} ({stderr})",
+                _fix_for(stderr, repo),
+            )
         raise GitError(f"`git {args[0]}` failed in {repo}: {stderr}", _fix_for(stderr, repo))
     return proc.stdout

@@ -29,6 +29,7 @@ Design and failure cases: docs/adr/0004-write-intents-as-a-redo-log.md.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -174,6 +175,8 @@ def _pid_alive(pid: int) -> bool:
 def _cause(exc: BaseException) -> str:
     if isinstance(exc, MemoryAgentError):
         return exc.message
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"the disk is full ({exc.strerror}: {exc.filename or ''})"
     if isinstance(exc, OSError):
         return f"{exc.strerror or type(exc).__name__}: {exc.filename or ''}".rstrip(": ")
     return f"{type(exc).__name__}: {exc}"
@@ -182,6 +185,9 @@ def _cause(exc: BaseException) -> str:
 def _fix(exc: BaseException, kb_dir: Path) -> str:
     if isinstance(exc, MemoryAgentError) and exc.fix:
         return exc.fix
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = Path(str(exc.filename)).parent if exc.filename else kb_dir
+        return f"the disk holding {where} is full: free some space on it, then retry"
     if isinstance(exc, OSError) and exc.filename:
         return f"make sure {Path(str(exc.filename)).parent} is a writable folder, then retry"
     return f"fix the cause and retry; {kb_dir} is as it was"
@@ -217,7 +223,9 @@ class RedoLog:
         except OSError as exc:
             raise WriteFailed(
                 f"could not record the write in {self.folder} ({_cause(exc)}); nothing was written",
-                f"make {self.folder} writable, then retry",
+                _fix(exc, self.folder)
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                else f"make {self.folder} writable, then retry",
             ) from exc
         return intent
 

@@ -35,6 +35,7 @@ from ragcore import Document, normalize_text
 __all__ = [
     "ENTRY_TYPES",
     "LINK_KINDS",
+    "MAX_LINKS_READ",
     "STATUSES",
     "Entry",
     "InvalidFile",
@@ -60,6 +61,10 @@ KEY_ORDER = REQUIRED + ("tags", "links") + LIFECYCLE + ("source", "episodes", "u
 # Typed links an author writes in the frontmatter (`links: {derived_from: [id], ...}`), besides
 # the [[wikilinks]] of the body; their weights in the ranking are in memory_agent.policy.
 LINK_KINDS = ("references", "derived_from", "contained_in", "contradicts")
+# The links of one entry that are read (its typed links in frontmatter order, then its body's
+# [[wikilinks]], each target once): the gateway takes at most 20 per kind, but a hand-written
+# file can hold thousands, and every one would be an edge the ranking walks on each search.
+MAX_LINKS_READ = 100
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,78}[a-z0-9]$")
 TAG_RE = re.compile(r"^[\w][\w.+-]{0,39}$")
 
@@ -264,6 +269,24 @@ def validate(meta: dict[str, Any], body: str) -> list[str]:
     elif "\x00" in body:
         problems.append("body: contains NUL bytes; only text can be stored")
     return problems
+
+
+def read_links(typed: Any, wikilinks: Any) -> list[tuple[str, str]]:
+    """(target, kind) of an entry's links as the ranking reads them: the body's [[wikilinks]],
+    then the typed links, each pair once, at most MAX_LINKS_READ (the rest is not read)."""
+    out: list[tuple[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    pairs = [(t, "wikilink") for t in wikilinks or ()]
+    if isinstance(typed, dict):
+        pairs += [(t, kind) for kind, ts in typed.items() if isinstance(ts, list) for t in ts]
+    for target, kind in pairs:
+        pair = (str(target), str(kind))
+        if pair not in seen:
+            seen.add(pair)
+            out.append(pair)
+            if len(out) >= MAX_LINKS_READ:
+                break
+    return out
 
 
 def check_links(links: Any, own_id: Any = None) -> list[str]:

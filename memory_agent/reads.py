@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 from memory_agent import limits, policy
 from memory_agent.episodes import EPISODES
 from memory_agent.errors import Invalid, NotFound, NotReady
-from memory_agent.kb import ENTRY_TYPES, read_entry
+from memory_agent.kb import ENTRY_TYPES, MAX_LINKS_READ, read_entry, read_links
 from memory_agent.ranking import Edge, Ranked, _ts, rerank
+from memory_agent.scanner import read_kb_entry
 from ragcore import (
     DocumentError,
     Filter,
@@ -126,13 +127,7 @@ def link_graph(index: Index) -> dict[str, list[tuple[str, str]]]:
     successor: dict[str, str] = {}
     links: dict[str, list[tuple[str, str]]] = {}
     for info in index.docs():
-        out = [(target, "wikilink") for target in info.links]
-        typed = info.meta.get("links")
-        if isinstance(typed, dict):
-            for kind, targets in typed.items():
-                if isinstance(targets, list):
-                    out += [(str(t), str(kind)) for t in targets]
-        links[info.id] = out
+        links[info.id] = read_links(info.meta.get("links"), info.links)  # bounded
         if info.meta.get("superseded_by"):
             successor[info.id] = str(info.meta["superseded_by"])
     graph: dict[str, list[tuple[str, str]]] = {}
@@ -264,7 +259,8 @@ def rank(
             if r.via:
                 hit["why"]["via"] = r.via  # how the links signal reached it
             if graph.get(r.doc_id):
-                hit["why"]["edges"] = [{"kind": k, "id": o} for o, k in graph[r.doc_id]]
+                edges = graph[r.doc_id][:MAX_LINKS_READ]  # incoming ones are many at a hub
+                hit["why"]["edges"] = [{"kind": k, "id": o} for o, k in edges]
         hits.append(hit)
     out: dict[str, Any] = {"hits": hits, "generation": result.generation}
     if result.degraded:
@@ -415,7 +411,7 @@ def get(memory: Memory, entry_id: str) -> dict[str, Any]:
     limits.check_text("id", entry_id, limits.MAX_ID, required=True, one_line=True)
     path: Path | None = memory.find_path(entry_id) if "/" not in entry_id else None
     if path is not None:
-        entry = read_entry(path)
+        entry = read_kb_entry(path)  # the scans' rule: a misplaced file is not an entry
         return {
             "id": entry.id,
             "title": entry.title,

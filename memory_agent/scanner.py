@@ -27,11 +27,20 @@ from memory_agent.corpora import Corpus, load_corpus_document
 from memory_agent.episodes import EPISODES, load_session
 from memory_agent.errors import Invalid, NotFound
 from memory_agent.journal import sessions
-from memory_agent.kb import ENTRY_TYPES, ValidationError, check_id, read_entry
+from memory_agent.kb import ENTRY_TYPES, InvalidFile, ValidationError, check_id, read_entry
 from memory_agent.watch import Watcher, inotify_available
 from ragcore import DocInfo, Document, DocumentError
 
-__all__ = ["KB_SOURCE", "Changes", "Scanner", "SourceStatus", "entry_file", "kb_files"]
+__all__ = [
+    "KB_SOURCE",
+    "Changes",
+    "Scanner",
+    "SourceStatus",
+    "entry_file",
+    "kb_claims",
+    "kb_files",
+    "read_kb_entry",
+]
 
 KB_SOURCE = "kb"
 log = logging.getLogger("memory_agent.scanner")
@@ -86,15 +95,15 @@ def _link_problem(path: Path, kb_dir: Path) -> str:
     )
 
 
-def kb_files(kb_dir: Path) -> tuple[list[Path], list[str]]:
-    """Every entry file (`<type>/<name>.md`, a regular file in a real folder), sorted, and a
-    problem for each symbolic link found on the way."""
+def kb_files(kb_dir: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Every entry file (`<type>/<name>.md`, a regular file in a real folder), sorted, and
+    (path, problem) for each symbolic link found on the way."""
     files: list[Path] = []
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []
     for entry_type in ENTRY_TYPES:
         folder = kb_dir / entry_type
         if folder.is_symlink():
-            problems.append(_link_problem(folder, kb_dir))
+            problems.append((str(folder), _link_problem(folder, kb_dir)))
             continue
         try:
             with os.scandir(folder) as listing:  # the kind comes with the listing: no stat
@@ -107,10 +116,55 @@ def kb_files(kb_dir: Path) -> tuple[list[Path], list[str]]:
             continue
         for name, link, regular in sorted(found):  # names as strings: 100k Paths sort slowly
             if link:
-                problems.append(_link_problem(folder / name, kb_dir))
+                problems.append((str(folder / name), _link_problem(folder / name, kb_dir)))
             elif regular:
                 files.append(folder / name)
     return files, problems
+
+
+def read_kb_entry(path: Path):
+    """The entry in `path`, a file of the KB: read, validated, and refused (`ValidationError`)
+    unless the file is `<type>/<id>.md` for the type and id its frontmatter gives. The scans
+    and `memory_get` (and the gateway) all read KB files through this, so a file the index
+    leaves out is never served as an entry."""
+    entry = read_entry(path)
+    if path.stem != entry.id or path.parent.name != entry.type:
+        raise InvalidFile(
+            [
+                f"id/type: the file must be {entry.type}/{entry.id}.md to match "
+                f"its frontmatter; rename it or fix the frontmatter"
+            ],
+            path,
+        )
+    return entry
+
+
+def _duplicate_problem(path: Path, owner: Path, kb_dir: Path) -> str:
+    return (
+        f"{path.relative_to(kb_dir)}: id {path.stem!r} is already used by "
+        f"{owner.relative_to(kb_dir)}; rename one of them"
+    )
+
+
+def kb_claims(kb_dir: Path, entry_id: str) -> tuple[Path | None, dict[str, str]]:
+    """Who holds `entry_id`, by the rule of the full scan: the first regular `<id>.md` in the
+    order of ENTRY_TYPES owns it; a later one is a duplicate, a link is never followed. Returns
+    the owner and a problem per other path (keyed by path). Ten lookups."""
+    owner: Path | None = None
+    problems: dict[str, str] = {}
+    for entry_type in ENTRY_TYPES:
+        folder = kb_dir / entry_type
+        path = folder / f"{entry_id}.md"
+        if folder.is_symlink():
+            continue  # reported with the folder by the full scan
+        if path.is_symlink():
+            problems[str(path)] = _link_problem(path, kb_dir)
+        elif path.is_file():
+            if owner is None:
+                owner = path
+            else:
+                problems[str(path)] = _duplicate_problem(path, owner, kb_dir)
+    return owner, problems
 
 
 def name_taken(kb_dir: Path, entry_id: str) -> bool:
@@ -180,7 +234,7 @@ class Scanner:
         self._repos_stamp: str | None = None
         self._available: dict[str, bool] = {}
         self._problems: dict[str, str] = {}  # path -> what is wrong with that file
-        self._kb_problems: list[str] = []  # links, duplicate ids
+        self._kb_problems: dict[str, str] = {}  # path -> a link or a duplicate id there
         self._broken: set[str] = set()  # ids whose file is present but unreadable
         self._needs_full = True
 
@@ -223,14 +277,7 @@ class Scanner:
 
     # -- reading one file -----------------------------------------------------------------
     def _kb_doc(self, path: Path, stamp: str) -> Document:
-        entry = read_entry(path)
-        if path.stem != entry.id or path.parent.name != entry.type:
-            raise ValidationError(
-                [
-                    f"id/type: the file must be {entry.type}/{entry.id}.md to match "
-                    f"its frontmatter; rename it or fix the frontmatter"
-                ]
-            )
+        entry = read_kb_entry(path)
         return dataclasses.replace(entry.to_document(str(path)), stamp=stamp)
 
     def _load(self, path: Path, stamp: str, loader) -> Document | None:
@@ -299,7 +346,8 @@ class Scanner:
             watch.watch(self.kb_dir)
         seen: dict[str, Path] = {}
         seen_paths: set[str] = set()
-        files, self._kb_problems = kb_files(self.kb_dir)
+        files, links = kb_files(self.kb_dir)
+        self._kb_problems = dict(links)
         for entry_type in ENTRY_TYPES:
             folder = self.kb_dir / entry_type
             if watch is not None and folder.is_dir() and not folder.is_symlink():
@@ -308,11 +356,8 @@ class Scanner:
             out.looked_at += 1
             doc_id = path.stem
             seen_paths.add(str(path))
-            if doc_id in seen:
-                self._kb_problems.append(
-                    f"{path.relative_to(self.kb_dir)}: id {doc_id!r} is already used by "
-                    f"{seen[doc_id].relative_to(self.kb_dir)}; rename one of them"
-                )
+            if doc_id in seen:  # the rule of `kb_claims`: the first in ENTRY_TYPES order owns it
+                self._kb_problems[str(path)] = _duplicate_problem(path, seen[doc_id], self.kb_dir)
                 continue
             seen[doc_id] = path
             try:
@@ -413,6 +458,9 @@ class Scanner:
                 paths = sessions(self.journal_dir).get(name, [])
                 self._session_changed(name, paths, known, out, None)
             return
+        if self._kb_id(path) is not None:
+            self._kb_changed(path.stem, known, out)
+            return
         located = self._locate(path, corpora)
         if located is None:
             return
@@ -438,11 +486,45 @@ class Scanner:
         if path.is_symlink():
             self._needs_full = True  # report it with the other links
 
-    def _locate(self, path: Path, corpora: list[Corpus]):
-        """(doc id, loader) of a path the index could hold, or None."""
+    def _kb_id(self, path: Path) -> str | None:
+        """The entry id a KB path would hold (`kb/<type>/<id>.md`), or None."""
         if path.parent.parent == self.kb_dir and path.parent.name in ENTRY_TYPES:
             if path.suffix == ".md" and not path.name.startswith("."):
-                return path.stem, self._kb_doc
+                return path.stem
+        return None
+
+    def _kb_changed(self, doc_id: str, known: Known, out: Changes) -> None:
+        """A file of KB entry `doc_id` changed (written, removed, linked): decide again who
+        holds the id by the full scan's rule (`kb_claims`), index the holder as it is now or
+        drop the id, and renew the problems of every path of that id."""
+        owner, problems = kb_claims(self.kb_dir, doc_id)
+        for entry_type in ENTRY_TYPES:
+            path = str(self.kb_dir / entry_type / f"{doc_id}.md")
+            self._kb_problems.pop(path, None)
+            if path != str(owner):
+                self._problems.pop(path, None)
+        self._kb_problems.update(problems)
+        if doc_id in out.deletes:
+            out.deletes.remove(doc_id)
+        out.upserts = [d for d in out.upserts if d.id != doc_id]
+        out.restamps.pop(doc_id, None)
+        if owner is not None:
+            try:
+                st = owner.stat()
+            except OSError:
+                owner = None
+            else:
+                out.looked_at += 1
+                self._consider(doc_id, owner, st, self._kb_doc, known, out)
+                return
+        info = known(doc_id)
+        if info is not None and info.source == KB_SOURCE:
+            out.deletes.append(doc_id)
+        self._broken.discard(doc_id)
+
+    def _locate(self, path: Path, corpora: list[Corpus]):
+        """(doc id, loader) of a corpus path the index could hold, or None."""
+        if path.parent.parent == self.kb_dir and path.parent.name in ENTRY_TYPES:
             return None
         for corpus in corpora:
             root = corpus.path.resolve()
@@ -466,7 +548,7 @@ class Scanner:
         }
         kb_prefix = str(self.kb_dir) + os.sep
         out[KB_SOURCE].problems = [
-            *self._kb_problems,
+            *(p for _, p in sorted(self._kb_problems.items())),
             *(p for k, p in sorted(self._problems.items()) if k.startswith(kb_prefix)),
         ]
         if self.journal_dir is not None:

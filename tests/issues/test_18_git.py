@@ -1,0 +1,416 @@
+"""Issue 18, "git as people use it": real git in tmp folders, the real daemon and CLI.
+
+Each test failed on the code before the fix (see the comment above it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from memory_agent import config
+from memory_agent.client import DaemonClient
+from memory_agent.errors import GitError, ToolCallError
+from memory_agent.gitrepo import KBRepo
+from memory_agent.kb import MAX_LINKS_READ
+from memory_agent.memory import Memory
+from memory_agent.reads import link_graph
+from tests.memory_agent.mcp_helpers import ROOT, daemon_pids, env_for
+
+CLOCK = "2026-12-01T12:00:00Z"
+
+
+def git(kb: Path, *args: str, env: dict | None = None, check: bool = True) -> str:
+    proc = subprocess.run(
+        ["git", "-C", str(kb), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GIT_AUTHOR_NAME": "u", "GIT_AUTHOR_EMAIL": "u@x",
+             "GIT_COMMITTER_NAME": "u", "GIT_COMMITTER_EMAIL": "u@x", **(env or {})},
+    )  # fmt: skip
+    if check and proc.returncode != 0:
+        raise AssertionError(f"git {args}: {proc.stderr}")
+    return proc.stdout
+
+
+def cli(home: Path, cache: Path, *args: str, stdin: str | None = None):
+    return subprocess.run(
+        [sys.executable, "-m", "memory_agent", *args, "--home", str(home)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env_for(home, cache, MEMORY_AGENT_CLOCK=CLOCK),
+        timeout=180,
+    )
+
+
+def _stop(home: Path) -> None:
+    try:
+        DaemonClient(home).stop(wait=True, timeout=10)
+    except Exception:
+        pass
+    for pid in daemon_pids(home):
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def home(tmp_path, shared_cache, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("MEMORY_AGENT_CACHE", str(shared_cache))
+    monkeypatch.setenv("MEMORY_AGENT_CLOCK", CLOCK)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the daemon runs this tree's code
+    Memory(config.load({"home": str(home)})).init(demo=True, embedder="minilm", sync=False)
+    yield home
+    _stop(home)
+
+
+def add(home: Path, title: str, body: str, **kw) -> dict:
+    return DaemonClient(home).call_tool("memory_add", {"title": title, "body": body, **kw})
+
+
+def refused(home: Path, title: str, body: str) -> ToolCallError:
+    with pytest.raises(ToolCallError) as caught:
+        add(home, title, body)
+    return caught.value
+
+
+def files_of(kb: Path) -> set[str]:
+    return {str(p.relative_to(kb)) for p in kb.rglob("*.md") if ".git" not in p.parts}
+
+
+# 1 -------------------------------------------------------------------------------------------
+# Before: the add replied `created` with a commit on the detached HEAD; `git checkout <branch>`
+# and the entry was gone (only the reflog held it).
+def test_a_write_on_a_detached_head_is_refused_and_nothing_is_lost(home, shared_cache):
+    kb = home / "kb"
+    branch = git(kb, "symbolic-ref", "--short", "HEAD").strip()
+    git(kb, "checkout", "-q", "--detach")
+    head, files = git(kb, "rev-parse", "HEAD"), files_of(kb)
+    out = cli(home, shared_cache, "add", "--title", "Detached writes vanish",
+              "--body", "A write on a detached HEAD is lost at the next checkout.", "--json")  # fmt: skip
+    assert out.returncode != 0, out.stdout
+    error = json.loads(out.stdout)["error"]
+    assert error["code"] == "conflict" and "detached HEAD" in error["message"]
+    assert f"checkout {branch}" in error["fix"]
+    assert git(kb, "rev-parse", "HEAD") == head and files_of(kb) == files
+    assert git(kb, "status", "--porcelain") == ""
+    assert git(kb, "config", "--get", "memory-agent.branch").strip() == branch  # from init
+    git(kb, "checkout", "-q", branch)  # the fix; then the same add works and stays
+    done = add(home, "Detached writes vanish", "A write on a detached HEAD is lost at checkout.")
+    assert done["status"] == "created"
+    git(kb, "checkout", "-q", "--detach")
+    git(kb, "checkout", "-q", branch)
+    assert Path(done["path"]).is_file()
+    assert git(kb, "log", "-1", "--format=%H", branch).strip() == done["commit"]
+
+
+# Before: the add was committed onto the rebase's detached HEAD; `git rebase --abort` lost it.
+def test_a_write_in_a_rebase_stopped_at_edit_is_refused(home):
+    kb = home / "kb"
+    add(home, "Rebase target", "Something to rebase over.")
+    head, files = git(kb, "rev-parse", "HEAD"), files_of(kb)
+    git(kb, "rebase", "-i", "HEAD~1", env={"GIT_SEQUENCE_EDITOR": "sed -i 1s/pick/edit/"})
+    assert (kb / ".git" / "rebase-merge").is_dir()
+    error = refused(home, "Written mid-rebase", "This must not be committed during a rebase.")
+    assert error.code == "conflict" and "rebase" in error.message
+    assert "git rebase --abort" in error.fix and "git rebase --continue" in error.fix
+    assert files_of(kb) == files
+    git(kb, "rebase", "--abort")
+    assert git(kb, "rev-parse", "HEAD") == head and git(kb, "status", "--porcelain") == ""
+
+
+# Before: the add was committed to whatever branch was checked out.
+def test_a_kb_on_another_branch_is_refused_naming_both(home):
+    kb = home / "kb"
+    branch = git(kb, "symbolic-ref", "--short", "HEAD").strip()
+    git(kb, "checkout", "-q", "-b", "experiment")
+    error = refused(
+        home, "On the wrong branch", "A write here would not be on the memory's branch."
+    )
+    assert error.code == "conflict"
+    assert "'experiment'" in error.message and f"'{branch}'" in error.message
+    assert f"checkout {branch}" in error.fix and "memory-agent.branch experiment" in error.fix
+    assert git(kb, "log", "-1", "--format=%s").strip().startswith("Add the demo")
+    git(kb, "config", "memory-agent.branch", "experiment")  # the fix's second way
+    assert add(home, "On the wrong branch", "Now the memory writes here.")["status"] == "created"
+
+
+def test_a_home_made_before_the_record_takes_its_branch_at_the_first_start(home):
+    kb = home / "kb"
+    branch = git(kb, "symbolic-ref", "--short", "HEAD").strip()
+    git(kb, "config", "--unset", "memory-agent.branch", check=False)
+    DaemonClient(home).call_tool("memory_index_status", {})  # starts the daemon
+    deadline = time.monotonic() + 60
+    while git(kb, "config", "--get", "memory-agent.branch", check=False).strip() != branch:
+        assert time.monotonic() < deadline, "the branch was not recorded at the daemon's start"
+        DaemonClient(home).call_tool("memory_index_status", {})
+    git(kb, "checkout", "-q", "-b", "other")
+    assert refused(home, "Elsewhere", "Not on the memory's branch.").code == "conflict"
+
+
+# 2, 3 ----------------------------------------------------------------------------------------
+class IdeLoop:
+    """What an editor does to a repository: `git status` again and again, each refreshing the
+    index under `.git/index.lock` for a moment (held here for 15-40 ms, as a large repo's
+    refresh does)."""
+
+    def __init__(self, kb: Path):
+        self.kb, self.stop, self.held = kb, threading.Event(), 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        lock = self.kb / ".git" / "index.lock"
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            subprocess.run(["git", "-C", str(self.kb), "status", "--porcelain"],
+                           capture_output=True)  # fmt: skip
+            try:
+                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                continue
+            self.held += 1
+            self.stop.wait(0.015 + 0.025 * (n % 2))
+            os.close(fd)
+            os.unlink(lock)
+            self.stop.wait(0.005)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(10)
+
+
+# Before: 20-32 of 60 adds failed with write_failed (the fix said to delete index.lock), and
+# their files stayed staged: `git checkout -- .` brought back entries reported as not written.
+def test_sixty_adds_beside_an_editors_git_loop_are_retried_and_leave_nothing_staged(home):
+    kb = home / "kb"
+    add(home, "Warm the daemon", "The first add loads the model.")
+    results: list[dict | ToolCallError] = []
+    with IdeLoop(kb) as loop:
+        for n in range(60):
+            try:
+                title, body = f"Editor loop entry {n}", f"Body {n}: distinct text {n * 7919}."
+                results.append(add(home, title, body, force=True))  # near each other
+            except ToolCallError as exc:
+                results.append(exc)
+    assert loop.held > 20  # the lock really was taken again and again
+    failed = [r for r in results if isinstance(r, ToolCallError)]
+    assert not failed, [(e.code, e.message, e.fix) for e in failed]
+    assert all(r["status"] == "created" for r in results)
+    assert git(kb, "status", "--porcelain") == ""
+    before = files_of(kb)
+    git(kb, "checkout", "--", ".")
+    assert files_of(kb) == before
+    assert {f"note/{r['id']}.md" for r in results} <= before
+
+
+# Before: the fix said "if no git command is running there, remove that file" for any lock,
+# waited for nothing, and told a stale lock from a busy one by no sign.
+def test_a_stale_index_lock_is_named_stale_with_the_command_that_removes_it(home):
+    kb = home / "kb"
+    add(home, "Warm the daemon", "The first add loads the model.")
+    lock = kb / ".git" / "index.lock"
+    lock.write_text("")
+    old = time.time() - 3600
+    os.utime(lock, (old, old))
+    files = files_of(kb)
+    error = refused(home, "Blocked by a stale lock", "git died and left its lock.")
+    assert error.code == "write_failed" and "rolled back, nothing changed" in error.message
+    assert "stale" in error.message and "no git process" in error.message
+    assert f"rm {lock}" in error.fix
+    lock.unlink()
+    assert files_of(kb) == files and git(kb, "status", "--porcelain") == ""
+    again = add(home, "Blocked by a stale lock", "git died and left its lock.")
+    assert again["status"] == "created", again
+
+
+def test_a_lock_held_while_git_runs_names_the_process_and_says_wait(tmp_path):
+    kb = tmp_path / "kb"
+    repo, _ = KBRepo.init(kb)
+    (kb / "note").mkdir()
+    (kb / "note" / "a.md").write_text("a\n")
+    holder = subprocess.Popen(["git", "hash-object", "--stdin"], cwd=kb,
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)  # fmt: skip
+    lock = kb / ".git" / "index.lock"
+    try:
+        lock.write_text("")
+        started = time.monotonic()
+        with pytest.raises(GitError) as caught:
+            KBRepo(kb).commit_paths([kb / "note" / "a.md"], "memory: add a")
+        assert time.monotonic() - started >= 5  # it waited for the lock first (10 s)
+        assert (
+            f"pid {holder.pid}" in caught.value.message
+            and "git hash-object" in caught.value.message
+        )
+        assert "wait" in caught.value.fix and "rm " not in caught.value.fix
+        lock.unlink()
+        assert repo.commit_paths([kb / "note" / "a.md"], "memory: add a")
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+
+
+# 4 -------------------------------------------------------------------------------------------
+# Before: git's ENOSPC message names index.lock, and the error said to remove it (or, when the
+# entry file could not be written, to make the folder writable).
+def test_a_full_disk_is_called_a_full_disk(tmp_path, shared_cache, monkeypatch):
+    home = tmp_path / "home"
+    kb = home / "kb"
+    kb.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(kb)],
+                             capture_output=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr!r}")
+    monkeypatch.setenv("MEMORY_AGENT_CACHE", str(shared_cache))
+    monkeypatch.setenv("MEMORY_AGENT_CLOCK", CLOCK)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    try:
+        Memory(config.load({"home": str(home)})).init(demo=True, embedder="minilm", sync=False)
+        add(home, "Warm the daemon", "The first add loads the model.")
+        head, files = git(kb, "rev-parse", "HEAD"), files_of(kb)
+        pad = kb / ".pad"
+        pad.write_bytes(b"x" * 4096)  # one page, freed below: room for the entry, not for git
+
+        def fill_up(name: str) -> None:
+            fd = os.open(kb / name, os.O_CREAT | os.O_WRONLY)
+            try:
+                while os.write(fd, b"x" * 4096):
+                    pass
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+        fill_up(".fill")
+        pad.unlink()
+        # first there is room for the entry's file but not for git's object, then for nothing
+        for step in ("git", "file"):
+            if step == "file":
+                fill_up(".fill-2")
+            error = refused(home, f"Written to a full disk ({step})", "There is no room for this.")
+            assert error.code == "write_failed" and "rolled back, nothing changed" in error.message
+            assert "disk is full" in error.message, error.message
+            assert ("`git update-index`" in error.message) == (step == "git"), error.message
+            assert "free some space" in error.fix and "index.lock" not in error.fix
+            assert files_of(kb) == files and git(kb, "rev-parse", "HEAD") == head
+    finally:
+        _stop(home)
+        subprocess.run(["umount", "-l", str(kb)], capture_output=True)
+
+
+# 5 -------------------------------------------------------------------------------------------
+def _entry(entry_id: str, entry_type: str, title: str, body: str) -> str:
+    return (f"---\nid: {entry_id}\ntitle: {title}\ntype: {entry_type}\nstatus: active\n"
+            f"created: 2026-11-01T10:00:00Z\n---\n{body}\n")  # fmt: skip
+
+
+def _search_ids(home: Path, query: str) -> list[str]:
+    reply = DaemonClient(home).call_tool("memory_search", {"query": query, "limit": 10})
+    return [h["id"] for h in reply["hits"]]
+
+
+def _kb_problems(home: Path) -> list[str]:
+    status = DaemonClient(home).call_tool("memory_index_status", {})
+    (kb,) = [s for s in status["sources"] if s["label"] == "kb"]
+    return kb.get("problems", [])
+
+
+def _until(check, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not check():  # each call is a sync: the daemon reads the kernel's change events
+        assert time.monotonic() < deadline, what
+
+
+def _full_rescan(home: Path) -> tuple[list[str], dict]:
+    m = Memory(config.load({"home": str(home)}))
+    try:
+        m.scanner.full(lambda _: None, lambda: (), [])
+        return m.scanner.sources({})["kb"].problems, m.scanner
+    finally:
+        m.close()
+
+
+# Before: the change-driven scan let the copy take over the id in search; deleting the copy
+# dropped the original from search while status said consistent; a removed symlink stayed in
+# status; memory_get served a misplaced file as a writable entry while status rejected it.
+def test_the_change_driven_scan_applies_the_full_scans_rules(home):
+    kb = home / "kb"
+    client = DaemonClient(home)
+    add(home, "Warm the daemon", "The first add loads the model.")  # the daemon watches now
+    original = kb / "decision" / "use-uv-for-locking.md"
+    assert "use-uv-for-locking" in _search_ids(home, "uv lock file")
+    # a copy with the same id in another type folder
+    copy = kb / "note" / "use-uv-for-locking.md"
+    copy.write_text(_entry("use-uv-for-locking", "note", "Zebra quartz velvet",
+                           "Zebra quartz velvet marmalade harpsichord."))  # fmt: skip
+    _until(lambda: any("already used by" in p for p in _kb_problems(home)), "no duplicate problem")
+    assert client.call_tool("memory_get", {"id": "use-uv-for-locking"})["path"] == str(original)
+    hits = client.call_tool("memory_search", {"query": "zebra quartz velvet marmalade"})["hits"]
+    assert all(h["title"] != "Zebra quartz velvet" for h in hits)
+    problems, _ = _full_rescan(home)
+    assert _kb_problems(home) == problems
+    copy.unlink()
+    _until(lambda: not any("already used by" in p for p in _kb_problems(home)), "stale duplicate")
+    assert "use-uv-for-locking" in _search_ids(home, "uv lock file")
+    status = client.call_tool("memory_index_status", {})
+    assert status["consistent"] and status["entries"] > 40
+    # a symbolic link, added and removed
+    link = kb / "note" / "linked-entry.md"
+    link.symlink_to(original)
+    _until(lambda: any("linked-entry.md" in p for p in _kb_problems(home)), "link not reported")
+    link.unlink()
+    _until(lambda: not any("linked-entry.md" in p for p in _kb_problems(home)), "link stays")
+    # a file whose folder disagrees with its type
+    misplaced = kb / "note" / "misplaced-decision.md"
+    misplaced.write_text(_entry("misplaced-decision", "decision", "Misplaced decision",
+                                "Kept in the note folder though it says decision."))  # fmt: skip
+    _until(lambda: any("misplaced-decision" in p for p in _kb_problems(home)), "misplaced file")
+    with pytest.raises(ToolCallError) as caught:
+        client.call_tool("memory_get", {"id": "misplaced-decision"})
+    assert "decision/misplaced-decision.md" in caught.value.message
+    assert "misplaced-decision" not in _search_ids(home, "misplaced decision note folder")
+    problems, _ = _full_rescan(home)
+    assert _kb_problems(home) == problems
+
+
+# 6 -------------------------------------------------------------------------------------------
+# Before: every link of a hand-written file was read into the graph the ranking walks (5,000
+# edges for one entry, all listed by an explained search).
+def test_an_entry_with_five_thousand_links_is_read_only_up_to_the_bound(home):
+    kb = home / "kb"
+    add(home, "Warm the daemon", "The first add loads the model.")
+    targets = sorted(p.stem for p in kb.rglob("*.md") if ".git" not in p.parts)
+    # 5,000 links: 1,000 [[wikilinks]] in the body (its 100,000 characters allow no more of
+    # these), 4,000 typed links in the frontmatter; many to existing entries, many repeated
+    wikilinks = " ".join(f"[[{targets[n % len(targets)]}]] [[missing-{n}]]" for n in range(500))
+    typed = ", ".join(targets[n % len(targets)] for n in range(4000))
+    (kb / "note" / "hub-of-links.md").write_text(
+        "---\nid: hub-of-links\ntitle: Hub of links about locking\ntype: note\nstatus: active\n"
+        f"created: 2026-11-01T10:00:00Z\nlinks: {{references: [{typed}]}}\n---\n"
+        f"Hub of links about locking and uv.\n\n{wikilinks}\n"
+    )
+    reply = DaemonClient(home).call_tool(
+        "memory_search", {"query": "hub of links about locking", "explain": True, "limit": 5}
+    )
+    (hub,) = [h for h in reply["hits"] if h["id"] == "hub-of-links"]
+    assert len(hub["why"]["edges"]) <= MAX_LINKS_READ
+    m = Memory(config.load({"home": str(home)}), embedder=None)
+    _stop(home)  # the index is the daemon's while it runs
+    try:
+        with m.session():
+            graph = link_graph(m.index)
+        assert len(graph["hub-of-links"]) <= MAX_LINKS_READ
+        assert all(len(edges) <= len(targets) + MAX_LINKS_READ for edges in graph.values())
+    finally:
+        m.close()

@@ -93,6 +93,7 @@ class Memory:
         self._keys: dict[str, set[str]] | None = None  # content key -> active KB entry ids
         self._graph: tuple[int, dict[str, list[tuple[str, str]]]] | None = None
         self.write_lock = threading.RLock()  # writers only; reads never take it
+        self._graph_lock = threading.Lock()
 
     # -- setup ------------------------------------------------------------------------------
     def require_home(self) -> None:
@@ -245,10 +246,16 @@ class Memory:
         index = self.index.snapshot() if index is None else index
         revision = index.revision
         cached = self._graph
-        if cached is None or cached[0] != revision:
-            cached = (revision, reads.link_graph(index))
-            self._graph = cached  # one assignment: a reader sees the old pair or the new
-        return cached[1]
+        if cached is not None and cached[0] == revision:
+            return cached[1]
+        with self._graph_lock:  # computed once per revision, not by every search at once
+            cached = self._graph
+            if cached is not None and cached[0] == revision:
+                return cached[1]
+            graph = reads.link_graph(index)
+            if cached is None or cached[0] < revision:  # revisions only grow
+                self._graph = (revision, graph)  # one assignment: old pair or new
+            return graph
 
     def all_documents(self) -> list[Document]:
         """Every document on disk, read now (for a rebuild)."""
@@ -266,9 +273,9 @@ class Memory:
             out.append(EPISODES)
         return tuple(out)
 
-    def sources(self) -> dict[str, SourceStatus]:
+    def sources(self, index: Any = None) -> dict[str, SourceStatus]:
         counts: dict[str, int] = {}
-        for info in self.index.docs():
+        for info in (self.index if index is None else index).docs():
             counts[info.source] = counts.get(info.source, 0) + 1
         return self.scanner.sources(counts)
 
@@ -303,7 +310,8 @@ class Memory:
                 problem = "no index yet: it is built when the model has loaded"
             if problem is None:
                 try:
-                    check = self.index.check()
+                    snap = self.index.snapshot()  # one state for every figure below
+                    check = snap.check()
                 except IndexError_ as exc:
                     problem = str(exc)
                 else:
@@ -325,11 +333,11 @@ class Memory:
             return {
                 "generation": check.generation,
                 "consistent": check.consistent,
-                "entries": len(self.index),
+                "entries": len(snap),
                 "points": check.points,
                 "manifest_points": check.manifest_points,
                 "embedder": check.embedder,
-                "sources": [s.as_json() for s in self.sources().values()],
+                "sources": [s.as_json() for s in self.sources(snap).values()],
                 "pending": self.pending_writes(),
                 "last_refresh": self.last_refresh,
                 "problems": check.problems,
@@ -345,8 +353,9 @@ class Memory:
         _pause_point(self.cfg.fault, "pause-rebuild", self.run_dir)
         with self.session():
             prepared = self.index.prepare(docs)
+            loaded = self.index.load(prepared)  # the new read model, built with no lock held
         with hold, self.session():
-            report = self.index.activate(prepared)
+            report = self.index.activate(prepared, loaded)
             self._keys = None
             self.sync()  # writes that landed while the new generation was built
             self.last_refresh = _now_iso()

@@ -218,12 +218,15 @@ def rank(
             if info is not None and named.intersection(info.entities):
                 c.signals["entities"] = policy.QUERY_ENTITY_SCALE * c.relevance
 
+    pulled: set[str] = set()
+
     def lookup(doc_id: str):
+        """A linked document's payload; its snippet is read later, only if it is shown."""
         info = index.doc(doc_id)
         if info is None:
             return None
-        text = " ".join((index.preview(doc_id) or info.title).split())
-        return info.payload(), text if len(text) <= 240 else text[:239] + "…"
+        pulled.add(doc_id)
+        return info.payload(), ""
 
     ranked = rerank(
         candidates,
@@ -233,6 +236,10 @@ def rank(
         lookup=lookup,
         allowed=flt.matches,
     )[:limit]
+    for r in ranked:
+        if r.doc_id in pulled and not r.snippet:
+            text = " ".join((index.preview(r.doc_id) or r.payload.get("title", "")).split())
+            r.snippet = text if len(text) <= 240 else text[:239] + "…"
     hits = []
     for r in ranked:
         p = r.payload

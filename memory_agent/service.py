@@ -54,7 +54,7 @@ class _LockedGateway:
             return attr
 
         def locked(*args: Any, **kwargs: Any) -> Any:
-            self._service._pre_embed(kwargs.get("title", args[0] if args else None),
+            self._service.pre_embed(kwargs.get("title", args[0] if args else None),
                                      kwargs.get("body", args[1] if len(args) > 1 else None))  # fmt: skip
             with self._service.lock:
                 return attr(*args, **kwargs)
@@ -183,7 +183,7 @@ class Service:
         with self._stats_lock:
             apply_event(self.memory.stats, event)
 
-    def _pre_embed(self, title: Any, body: Any) -> None:
+    def pre_embed(self, title: Any, body: Any) -> None:
         """Embed a write's chunks into the embedding cache before it takes the write lock:
         the write (its dedup and its index refresh) then finds them cached, and a long entry's
         seconds of embedding hold up neither searches nor other writes."""
@@ -427,7 +427,7 @@ class Service:
         self.touch()
         self.wait_for_model()
         if kwargs.get("confirm", True):
-            self._pre_embed(kwargs.get("title"), kwargs.get("body"))
+            self.pre_embed(kwargs.get("title"), kwargs.get("body"))
         with self.lock:
             return fn(*args, **kwargs)
 

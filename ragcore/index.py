@@ -597,12 +597,18 @@ class Index:
                 server.close()
         return Prepared(name, len(docs), chunks, time.perf_counter() - start)
 
-    def activate(self, prepared: Prepared) -> BuildReport:
-        """Switch CURRENT to a prepared generation (atomically) and open it."""
+    def load(self, prepared: Prepared) -> Snapshot:
+        """Read a prepared generation into a snapshot, not yet live (no lock: at 100k
+        documents this takes seconds, and neither searches nor writes wait for it)."""
+        return self._load(prepared.generation)
+
+    def activate(self, prepared: Prepared, loaded: Snapshot | None = None) -> BuildReport:
+        """Switch CURRENT to a prepared generation (atomically) and publish it (`loaded`, or
+        read now). Searches go on meanwhile, on the snapshot they hold."""
         with self._lock:
             start = time.perf_counter()
             previous = self.current()
-            snap = self._load(prepared.generation)  # searches go on meanwhile
+            snap = loaded if loaded is not None else self._load(prepared.generation)
             self._switching = prepared.generation
             try:
                 atomic_write(self.root / CURRENT, (prepared.generation + "\n").encode())

@@ -306,9 +306,13 @@ def _scan(folder: Path, journal: dict[str, Any]) -> tuple[list[Episode], int]:
         last = eps[-1] if eps else current
         if last is None:
             continue
+        # Kept for the steps still to come: from its first failure on (nothing before one can
+        # be part of a fix), nothing once the session ended.
+        failed = [i for i, s in enumerate(last.steps) if not s.ok and not s.is_edit and s.error]
+        steps = [] if records[-1].get("event") == "end" or not failed else last.steps[failed[0] :]
         entry["tail"] = {
             "n": last.n,
-            "steps": [[s.tool, s.target, s.ok, s.error] for s in last.steps[-TAIL_STEPS:]],
+            "steps": [[s.tool, s.target, s.ok, s.error] for s in steps[-TAIL_STEPS:]],
         }
     return touched, total
 

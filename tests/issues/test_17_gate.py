@@ -116,9 +116,10 @@ def test_propose_is_the_default_mode(make_home, shared_cache):
     home = make_home()  # no `gate` setting
     head = git(home / "kb", "rev-parse", "HEAD").strip()
     evidence(home, shared_cache, "pytest -x tests", "ModuleNotFoundError: No module named 'respx'")
-    report = DaemonClient(home).admin("gate")
-    assert report["mode"] == "propose" and len(report["proposed"]) == 1
-    assert report["promoted"] == [] and commits(home, head) == []
+    client = DaemonClient(home)
+    assert client.admin("gate")["mode"] == "propose"
+    assert len(client.call_tool("memory_proposals", {})["proposals"]) == 1
+    assert read_state(home)["promoted"] == {} and commits(home, head) == []
 
 
 def test_an_instruction_printed_by_a_command_is_quoted_never_promoted(make_home, shared_cache):
@@ -127,12 +128,11 @@ def test_an_instruction_printed_by_a_command_is_quoted_never_promoted(make_home,
     evidence(home, shared_cache, "npm test", ATTACK)
     evidence(home, shared_cache, "pytest -x tests", "ModuleNotFoundError: No module named 'respx'")
     client = DaemonClient(home)
-    report = client.admin("gate")
-    [held] = report["held"]
-    [entry] = report["promoted"]  # the genuine lesson goes on
+    client.admin("gate")  # (or the daemon's own run after the last Stop: the state tells)
+    [entry] = [v["entry"] for v in read_state(home)["promoted"].values()]  # the genuine one
     assert commits(home, head) == [f"memory: add {entry}"]
-    [proposal] = client.call_tool("memory_proposals", {})["proposals"]
-    assert proposal["id"] == held and "instruction" in proposal["flag"]
+    [proposal] = client.call_tool("memory_proposals", {})["proposals"]  # held for a person
+    assert "instruction" in proposal["flag"]
     for text in (proposal["body"], client.call_tool("memory_get", {"id": entry})["body"]):
         # what the command printed is a labelled, fenced quote of observed output
         label, fenced = text.split("\n\n", 2)[:2]
@@ -166,16 +166,18 @@ def test_ansi_and_overlong_lessons_are_cleaned_and_the_state_is_saved(make_home,
     evidence(home, shared_cache, "alembic upgrade head", ANSI)
     evidence(home, shared_cache, LONG_COMMAND, "error: tenant schema is out of date")
     client = DaemonClient(home)
-    report = client.admin("gate")
-    assert len(report["promoted"]) == 2 and report["skipped"] == []
-    for entry in report["promoted"]:
+    client.admin("gate")  # (or the daemon's own run after the last Stop: the state tells)
+    state = read_state(home)  # saved, both lessons in it
+    entries = [v["entry"] for v in state["promoted"].values()]
+    assert len(entries) == 2 and state["skipped"] == {}
+    titles = []
+    for entry in entries:
         got = client.call_tool("memory_get", {"id": entry})
         assert "\x1b" not in got["title"] + got["body"] and len(got["title"]) <= 200
-    assert '`alembic upgrade head` failed, printing "Error: database migrations are pending"' in [
-        client.call_tool("memory_get", {"id": e})["title"] for e in report["promoted"]
-    ]
-    state = read_state(home)
-    assert {v["entry"] for v in state["promoted"].values()} == set(report["promoted"])
+        titles.append(got["title"])
+    assert '`alembic upgrade head` failed, printing "Error: database migrations are pending"' in (
+        titles
+    )
     again = client.admin("gate")  # the next run: nothing rewritten
     assert again["promoted"] == [] and again["skipped"] == [] and len(commits(home, head)) == 2
 
@@ -198,7 +200,9 @@ def test_the_gate_reads_only_what_was_appended(make_home, shared_cache):
     failure_then_fix(home, shared_cache, "inc-b", 3, "make check", "error: lint failed")
     added = (journal / "inc-b.jsonl").stat().st_size
     report = client.admin("gate")
-    assert report["read_bytes"] in (0, added)  # all of it, unless the daemon's run was first
+    assert report["read_bytes"] <= added  # what is new (the daemon's run may have read some)
+    [inc_b] = read_state(home)["journal"]["inc-b"]["files"].values()
+    assert inc_b["offset"] == added
     [proposal] = client.call_tool("memory_proposals", {})["proposals"]
     assert proposal["episodes"] == ["episodes/inc-a/1", "episodes/inc-a/2", "episodes/inc-b/1"]
     failure_then_fix(home, shared_cache, "inc-a", 4, "make check", "error: lint failed")
@@ -237,18 +241,16 @@ def test_a_slow_summarizer_does_not_hold_searches(make_home, shared_cache):
         home = make_home(f'gate = "auto"\nsummarizer_url = '
                          f'"http://127.0.0.1:{server.server_port}/v1"\n')  # fmt: skip
         evidence(home, shared_cache, "make lint", "error: line too long (120 > 100)")
-        reports = []
-        gate = threading.Thread(target=lambda: reports.append(DaemonClient(home).admin("gate")))
+        gate = threading.Thread(target=DaemonClient(home).admin, args=("gate",))
         gate.start()
-        assert _SlowChat.called.wait(timeout=120)  # the gate is waiting for the model's text
+        # the gate (this run, or the daemon's own after the last Stop) waits for the model
+        assert _SlowChat.called.wait(timeout=120)
         hits = DaemonClient(home).call_tool("memory_search", {"query": "cron schedule timezone"})
         _SlowChat.order.append("search answered")
         assert hits["hits"]
         _SlowChat.release.set()
         gate.join(timeout=120)
         assert _SlowChat.order == ["search answered", "released"]
-        if reports:  # the Stop's own run may have been the one that asked the model
-            assert reports[0]["promoted"] or reports[0]["reinforced"]
         [entry] = [v["entry"] for v in read_state(home)["promoted"].values()]
         body = DaemonClient(home).call_tool("memory_get", {"id": entry})["body"]
         assert body.startswith("Lint before pushing.") and "```text\nerror: line too" in body

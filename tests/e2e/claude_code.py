@@ -40,11 +40,8 @@ class Agent:
     name = "claude-code"
     Server = AnthropicServer
 
-    def run(self, n: int, prompt: str, server, trap, mem, init) -> subprocess.CompletedProcess:
-        run_env = env(self.home, server, trap, mem)
-        if n == 0:
-            self.connect(init, run_env)
-        return self.session(prompt, run_env)
+    def env(self, server: AnthropicServer, trap: harness.ProxyTrap, mem: dict) -> dict:
+        return env(self.home, server, trap, mem)
 
     @staticmethod
     def session_id(stdout: str) -> str:
@@ -61,8 +58,11 @@ class Agent:
                     out.append(c if isinstance(c, str) else json.dumps(c, ensure_ascii=False))
         return out
 
-    def connect(self, init: dict[str, Any], run_env: dict[str, str]) -> None:
-        """Write the settings exactly as `memory-agent init --json` prints them."""
+    def connect(self, init: dict[str, Any], url: str, run_env: dict[str, str], mem_home, cache):
+        """`memory-agent connect claude-code --confirm` where it exists; else the settings
+        exactly as `memory-agent init --json` prints them."""
+        if harness.connect("claude-code", mem_home, cache, run_env):
+            return
         settings = json.loads(harness.printed(init, "hooks", "Claude Code"))
         (self.home / ".claude").mkdir(parents=True, exist_ok=True)
         (self.home / ".claude" / "settings.json").write_text(json.dumps(settings, indent=2))
@@ -90,10 +90,11 @@ class Agent:
                 "json",
                 "--model",
                 "claude-sonnet-4-5",
-                # the user's own choice for the shell and file tools; the memory tools are
-                # allowed by the rule `init` prints
+                # the user's own choice for the shell and file tools and for the one memory
+                # tool that writes; the read-only memory tools are allowed by the rule `init`
+                # prints
                 "--allowedTools",
-                "Bash,Write,Edit,Read",
+                "Bash,Write,Edit,Read,mcp__memory__memory_add",
             ],
             capture_output=True,
             text=True,

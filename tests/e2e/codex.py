@@ -68,9 +68,8 @@ class Agent:
     name = "codex"
     Server = ResponsesServer
 
-    def run(self, n: int, prompt: str, server, trap, mem, init) -> subprocess.CompletedProcess:
-        self.connect(init, server.url)  # the provider's base_url names this session's server
-        return self.session(prompt, env(self.home, self.codex_home, trap, mem))
+    def env(self, server: ResponsesServer, trap: harness.ProxyTrap, mem: dict) -> dict:
+        return env(self.home, self.codex_home, trap, mem)
 
     @staticmethod
     def session_id(stdout: str) -> str:
@@ -94,12 +93,17 @@ class Agent:
                 out.append(o if isinstance(o, str) else json.dumps(o, ensure_ascii=False))
         return out
 
-    def connect(self, init: dict[str, Any], url: str) -> None:
-        """config.toml: the offline settings + the `[mcp_servers.memory]` block `init` prints;
-        hooks.json: exactly what `init` prints."""
+    def connect(self, init: dict[str, Any], url: str, run_env: dict[str, str], mem_home, cache):
+        """config.toml: the offline settings, then `memory-agent connect codex --confirm` where
+        it exists; else the `[mcp_servers.memory]` block and hooks.json exactly as `init`
+        prints them."""
         self.codex_home.mkdir(parents=True, exist_ok=True)
+        (self.codex_home / "config.toml").write_text(OFFLINE_CONFIG.format(url=url))
+        if harness.connect("codex", mem_home, cache, run_env):
+            return
         mcp = harness.printed(init, "mcp", "Codex")
-        (self.codex_home / "config.toml").write_text(OFFLINE_CONFIG.format(url=url) + mcp + "\n")
+        with (self.codex_home / "config.toml").open("a") as f:
+            f.write(mcp + "\n")
         hooks = harness.printed(init, "hooks", "Codex")
         (self.codex_home / "hooks.json").write_text(hooks)
 

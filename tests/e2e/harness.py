@@ -189,6 +189,35 @@ def printed(init: dict[str, Any], section: str, startswith: str) -> str:
     raise AssertionError(f"init --json prints no {section} for {startswith!r}: {init[section]}")
 
 
+def has_connect() -> bool:
+    """Whether this memory-agent has `connect` (it merges the settings into the agent's files)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "memory_agent", "connect", "--help"],
+        capture_output=True,
+        timeout=60,
+        env=base_env(PYTHONPATH=str(ROOT)),
+    )
+    return out.returncode == 0
+
+
+def connect(agent: str, home: Path, cache: Path, run_env: dict[str, str]) -> bool:
+    """`memory-agent connect AGENT --confirm` into the agent's files under run_env's HOME (and
+    CODEX_HOME); False (nothing done) when this memory-agent has no `connect`: the caller then
+    writes the files from what `init --json` prints."""
+    if not has_connect():
+        return False
+    env = dict(run_env, **memory_env(home, cache))
+    out = subprocess.run(
+        [sys.executable, "-m", "memory_agent", "connect", agent, "--confirm", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert out.returncode == 0, f"memory-agent connect {agent}: {out.stdout}\n{out.stderr}"
+    return True
+
+
 def stop_daemon(home: Path, cache: Path) -> None:
     try:
         memory_agent(home, cache, "stop", timeout=60)

@@ -7,8 +7,8 @@ Each server answers the wire protocol of one model API with Server-Sent Events:
 - `ChatServer`: OpenAI chat completions (`POST /v1/chat/completions`, streamed), for opencode.
 
 A server is a script, not a model: for each request it decides the next model turn with
-`play(request) -> Step`, where the default is a list of steps indexed by how many tool calls
-the conversation in the request already holds (so a client that retries a request gets the
+`play(request, calls) -> Step` (`calls`: how many tool calls the conversation in the request
+already holds), or a list of steps indexed by that count (so a client that retries a request gets the
 same answer). Every request is recorded (method, path, headers, parsed body) for assertions.
 """
 
@@ -120,7 +120,7 @@ class _Server(ThreadingHTTPServer):
 class ScriptedServer:
     """Base: a thread serving 127.0.0.1 on a free port; `url` and `requests` for the test."""
 
-    def __init__(self, play: list[Step] | Callable[[Request], Step]):
+    def __init__(self, play: list[Step] | Callable[[Request, int], Step]):
         self.play = play
         self._ids = itertools.count(1)
         self.http = _Server(("127.0.0.1", 0), _Handler)
@@ -159,7 +159,7 @@ class ScriptedServer:
 
     def decide(self, req: Request, done_calls: int) -> Step:
         if callable(self.play):
-            return self.play(req)
+            return self.play(req, done_calls)
         if done_calls < len(self.play):
             return self.play[done_calls]
         return Step.say("done")

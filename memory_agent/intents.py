@@ -33,7 +33,6 @@ import errno
 import hashlib
 import json
 import os
-import re
 import signal
 import time
 import uuid
@@ -44,7 +43,7 @@ from typing import Any
 
 from memory_agent.errors import Conflict, GitError, MemoryAgentError, WriteFailed
 from memory_agent.gitrepo import KBRepo
-from ragcore import atomic_write
+from ragcore import atomic_write, temp_files
 
 __all__ = ["Intent", "RedoLog", "RequestLog", "fingerprint"]
 
@@ -155,11 +154,6 @@ class Intent:
             "request": self.request,
             "reply": self.reply,
         }
-
-
-def _tmp_pattern(name: str) -> re.Pattern[str]:
-    """The temp names `ragcore.atomic_write` gives while writing `name`."""
-    return re.compile(rf"^\.{re.escape(name)}\.(\d+)\.[0-9a-f]{{8}}\.tmp$")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -321,17 +315,6 @@ class RedoLog:
     def _clean_tmp(self, intent: Intent) -> None:
         """Remove temp files of this intent's atomic writes whose writer is gone."""
         for rel in intent.files:
-            target = self.kb_dir / rel
-            if not target.parent.is_dir():
-                continue
-            pattern = _tmp_pattern(target.name)
-            for tmp in target.parent.iterdir():
-                m = pattern.match(tmp.name)
-                if m and not _alive_other(m):
+            for tmp, pid in temp_files(self.kb_dir / rel):
+                if pid == os.getpid() or not _pid_alive(pid):  # never another live writer's
                     tmp.unlink(missing_ok=True)
-
-
-def _alive_other(match: re.Match[str]) -> bool:
-    """True when the temp file belongs to another process that is still running."""
-    pid = int(match.group(1))
-    return pid != os.getpid() and _pid_alive(pid)

@@ -36,7 +36,15 @@ from memory_agent.episodes import EPISODES
 from memory_agent.events import EntryStats
 from memory_agent.home import DEMO_KB, Home
 from memory_agent.scanner import KB_SOURCE, Changes, Scanner, SourceStatus, entry_file
-from ragcore import CachedEmbedder, Document, EmbeddingCache, Index, IndexError_, make_embedder
+from ragcore import (
+    CachedEmbedder,
+    Document,
+    EmbeddingCache,
+    Index,
+    IndexError_,
+    live_generation,
+    make_embedder,
+)
 
 __all__ = ["DEMO_KB", "KB_SOURCE", "Memory", "SourceStatus"]
 
@@ -130,11 +138,7 @@ class Memory:
 
     def current_generation(self) -> str | None:
         """The generation CURRENT names, read from disk (touches no model or store)."""
-        try:
-            name = (self.cfg.index_dir / "CURRENT").read_text().strip()
-        except OSError:
-            return None
-        return name or None
+        return live_generation(self.cfg.index_dir)
 
     @property
     def repos_file(self) -> Path:

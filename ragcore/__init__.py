@@ -4,13 +4,13 @@ Markdown documents -> chunks -> embeddings (dense, plus lexical BM25 and the mod
 weights) -> a generation-directory index -> hybrid search with fusion, MMR and explain ->
 evaluation on benchmark folders. It imports nothing from memory_agent, legal_web, mcp or any
 web library (a test enforces it). This module is the public surface: what is not listed in
-`__all__` is private.
+`__all__` is private, and `memory_agent` and `legal_web` import only these names (a test
+checks it).
 """
 
-from ragcore.atomic import atomic_write
+from ragcore.atomic import atomic_write, temp_files
 from ragcore.documents import (
     DEFAULT_EXCLUDES,
-    Chunk,
     Document,
     PathRule,
     chunk_document,
@@ -37,17 +37,22 @@ from ragcore.errors import (
 )
 from ragcore.evaluate import EvalReport, evaluate, metrics, metrics_by
 from ragcore.fusion import FusionConfig
-from ragcore.index import BuildReport, Consistency, DocInfo, Index, Prepared, RefreshReport
-from ragcore.lexical import BM25Index, Tokenizer
+from ragcore.index import (
+    BuildReport,
+    Consistency,
+    DocInfo,
+    Index,
+    RefreshReport,
+    live_generation,
+)
+from ragcore.lexical import Tokenizer
 from ragcore.search import Hit, SearchConfig, SearchResult, search
-from ragcore.store import Filter, QdrantStore
+from ragcore.store import Filter
 
 __all__ = [
     "DEFAULT_EXCLUDES",
-    "BM25Index",
     "BuildReport",
     "CachedEmbedder",
-    "Chunk",
     "Consistency",
     "DocInfo",
     "Document",
@@ -65,8 +70,6 @@ __all__ = [
     "IndexInconsistent",
     "MiniLMEmbedder",
     "PathRule",
-    "Prepared",
-    "QdrantStore",
     "RagcoreError",
     "RefreshReport",
     "SearchConfig",
@@ -83,5 +86,7 @@ __all__ = [
     "scan_markdown",
     "search",
     "atomic_write",
+    "live_generation",
+    "temp_files",
     "wikilinks",
 ]

@@ -7,10 +7,11 @@ A reader sees the old file or the new one, never a torn one; after a crash, at w
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from pathlib import Path
 
-__all__ = ["atomic_write", "fsync_dir"]
+__all__ = ["atomic_write", "fsync_dir", "temp_files"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -21,12 +22,31 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _temp_name(path: Path) -> Path:
+    return path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+
+
+def temp_files(path: Path) -> list[tuple[Path, int]]:
+    """The temp files `atomic_write` left beside `path` (a writer that died mid-write), each
+    with the pid of the process that wrote it: the caller decides which are safe to remove."""
+    path = Path(path)
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(\d+)\.[0-9a-f]{{8}}\.tmp$")
+    if not path.parent.is_dir():
+        return []
+    found = []
+    for candidate in path.parent.iterdir():
+        m = pattern.match(candidate.name)
+        if m:
+            found.append((candidate, int(m.group(1))))
+    return found
+
+
 def atomic_write(path: Path, data: bytes | str, mode: int | None = None) -> None:
     """Replace `path` with `data` (str is written as UTF-8 with LF line ends); `mode` sets the
     new file's permissions (default: as the umask makes them)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    tmp = _temp_name(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
         with open(tmp, "wb") as fh:

@@ -70,6 +70,7 @@ __all__ = [
     "Prepared",
     "RefreshReport",
     "Snapshot",
+    "live_generation",
 ]
 
 CURRENT = "CURRENT"
@@ -78,6 +79,16 @@ REBUILD_HINT = "rebuild the index: a fresh generation from the documents"
 _SCALARS = (str, int, float, bool)
 
 Progress = Callable[[str, int, int], None]
+
+
+def live_generation(root: Path) -> str | None:
+    """The generation the CURRENT pointer under `root` names (None: no index yet). Reads one
+    small file: no model, no store."""
+    try:
+        name = (Path(root) / CURRENT).read_text().strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return name if _GEN.match(name) else None
 
 
 @dataclass
@@ -330,11 +341,7 @@ class Index:
         return sorted(p.name for p in self.root.iterdir() if p.is_dir() and _GEN.match(p.name))
 
     def current(self) -> str | None:
-        try:
-            name = (self.root / CURRENT).read_text().strip()
-        except FileNotFoundError:
-            return None
-        return name if _GEN.match(name) else None
+        return live_generation(self.root)
 
     @property
     def generation(self) -> str | None:

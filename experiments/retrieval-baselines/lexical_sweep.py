@@ -7,9 +7,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from ragcore import BM25Index, Tokenizer, chunk_document
+from ragcore import Tokenizer, chunk_document
 from ragcore.evaluate import load_qrels, metrics, read_corpus, read_queries
-from ragcore.lexical import term_frequencies
+from ragcore.lexical import BM25Index, term_frequencies
 
 VARIANTS = {
     "stem+jieba+bigrams": Tokenizer(),

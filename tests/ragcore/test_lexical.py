@@ -1,5 +1,5 @@
-from ragcore import BM25Index, Tokenizer
-from ragcore.lexical import term_frequencies
+from ragcore import Tokenizer
+from ragcore.lexical import BM25Index, term_frequencies
 
 
 def test_english_is_lowercased_stemmed_and_stopwords_dropped():

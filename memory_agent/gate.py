@@ -468,6 +468,7 @@ class Gate:
             log.warning("gate: lesson %s not written yet: %s", lesson.key, describe(exc).message)
             return
         state["promoted"][lesson.key] = {"entry": reply["id"], "episodes": lesson.episodes}
+        state["proposed"].pop(lesson.key, None)  # proposed before a person opted into auto
         report["reinforced" if reply["status"] == "duplicate" else "promoted"].append(reply["id"])
 
     def _reinforce(self, state: dict[str, Any], lesson: Lesson) -> None:

@@ -1,15 +1,21 @@
 """Replay benchmark of memory that keeps itself, on LoCoMo's real conversations.
 
     .venv/bin/python benchmarks/capture.py [--bench ../shared/bench/locomo] [--max-queries N]
-        [--work DIR [--reuse]] [--json]
+        [--work DIR [--reuse]] [--legacy] [--json]
+
+Runs as shipped: the default settings (the gate on in its default `propose` mode, run by the
+daemon after every Stop; the prompt hook capturing and injecting), only the retention
+lengthened so 2023's turns stay searchable.
 
 1. A fresh home (MiniLM, no demo entries). Every turn of every session of every dev
    conversation goes, in order, through the real `memory-agent hook` command as an agent
    session would send it: a `prompt` hook (the turn, with its date; the clock set to the
    session's date) and a `stop` hook. Each turn becomes one episode.
-2. Each question is asked through the `prompt` hook of a fresh session (capture off, so
-   questions do not become episodes); the episodes named in the injected context are mapped
-   back to LoCoMo turns and checked against the question's evidence (qrels).
+2. Each question is asked through the `prompt` hook of a fresh session (capturing, as
+   shipped: each question becomes an episode later questions may meet, and its Stop runs the
+   gate); the episodes named in the injected context are mapped back to LoCoMo turns and
+   checked against the question's evidence (qrels). `--legacy` asks them as before this
+   change: capture off for the questions, the gate off.
 3. The same question through `memory_search` (include_episodes, limit 8): the recall@8 of
    searching the raw turns directly - the ceiling.
 
@@ -18,8 +24,9 @@ again without replaying (to compare recall settings on the same captured turns).
 
 Prints: evidence recall of the injection and of direct search, injected characters per
 prompt, p50/p95 latency of the capture hook (stop) and of the injecting hook (prompt), each
-a whole process start to exit, and the journal's size. Needs ../shared/bench (skips with a
-message otherwise).
+a whole process start to exit, the journal's size, and the gate: its mode, the proposals it
+made, and what its last run (by hand, after the questions) read and took. Needs
+../shared/bench (skips with a message otherwise).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from pathlib import Path
 
 from memory_agent import config
 from memory_agent.client import DaemonClient
+from memory_agent.gate import read_state as gate_state
 from memory_agent.mcp_config import hook_command
 from memory_agent.memory import Memory
 
@@ -115,6 +123,11 @@ def main() -> None:
         help="skip the replay: ask the questions of the home a previous run left in --work",
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--legacy",
+        action="store_true",
+        help="the earlier method, for comparison: the gate off, questions not captured",
+    )
     args = parser.parse_args()
     if not (args.bench / "corpus.jsonl").is_file():
         print(f"skipped: no LoCoMo bench at {args.bench} (it lives in ../shared/bench)")
@@ -124,8 +137,9 @@ def main() -> None:
     cache = Path(os.environ.get("MEMORY_AGENT_CACHE") or work / "cache")
     env = dict(os.environ, MEMORY_AGENT_HOME=str(home), MEMORY_AGENT_EMBEDDER="minilm",
                MEMORY_AGENT_CACHE=str(cache), MEMORY_AGENT_IDLE_EXIT="0",
-               MEMORY_AGENT_GATE="off",  # the replay measures capture and recall
                MEMORY_AGENT_JOURNAL_RETENTION_DAYS="36500")  # 2023 turns stay searchable  # fmt: skip
+    if args.legacy:
+        env["MEMORY_AGENT_GATE"] = "off"
     os.environ.update(env)  # the daemon the client starts gets the same settings
     saved = work / "replay.json"
     if args.reuse and not saved.is_file():
@@ -177,7 +191,7 @@ def main() -> None:
     replayed = set(episode_of.values())
     queries = [q for q in queries if q["qid"] in qrels and qrels[q["qid"]] <= replayed]
     queries = queries[: args.max_queries]
-    q_env = dict(env, MEMORY_AGENT_CAPTURE="off")
+    q_env = dict(env, MEMORY_AGENT_CAPTURE="off") if args.legacy else env  # shipped: captured
     rec_inject, rec_search, chars, question_ms = [], [], [], []
     for q in queries:
         took, out = run_hook(home, "prompt", {"session_id": f"question-{q['qid']}",
@@ -193,6 +207,16 @@ def main() -> None:
                                                   "include_episodes": True})["hits"]  # fmt: skip
         found = {episode_of.get(h["id"]) for h in hits}
         rec_search.append(len(evidence & found) / len(evidence))
+        if (
+            not args.reuse and not args.legacy
+        ):  # the question's Stop: captured, and the daemon's gate runs after it
+            run_hook(home, "stop", {"session_id": f"question-{q['qid']}",
+                                    "hook_event_name": "Stop"}, q_env)  # fmt: skip
+    t = time.perf_counter()
+    gate = (
+        client.admin("gate") if not args.legacy else {"mode": "off", "read_bytes": 0}
+    )  # one more run by hand: what the incremental gate still reads
+    gate_ms = (time.perf_counter() - t) * 1000
     journal_bytes = sum(p.stat().st_size for p in (home / "journal").iterdir())
     client.stop(wait=True)
     out = {
@@ -210,6 +234,10 @@ def main() -> None:
         "inject_hook_p95_ms": round(pct(question_ms, 0.95), 1),
         "replay_prompt_hook_p50_ms": round(pct(inject_ms, 0.5), 1),
         "journal_bytes": journal_bytes,
+        "gate_mode": gate["mode"],
+        "gate_proposed_total": len(gate_state(home)["proposed"]),
+        "gate_last_run_read_bytes": gate["read_bytes"],
+        "gate_last_run_ms": round(gate_ms, 1),
         "replay_s": round(replay_s, 1),
     }
     if args.json:

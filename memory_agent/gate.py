@@ -54,7 +54,15 @@ from memory_agent.errors import Conflict, Invalid, MemoryAgentError, NotFound, d
 from memory_agent.journal import sessions
 from ragcore import atomic_write
 
-__all__ = ["Gate", "Lesson", "clean", "looks_like_instruction", "observations", "read_state"]
+__all__ = [
+    "Gate",
+    "Lesson",
+    "clean",
+    "lesson_key",
+    "looks_like_instruction",
+    "observations",
+    "read_state",
+]
 
 log = logging.getLogger("memory_agent.gate")
 _VOLATILE = re.compile(r"0x[0-9a-f]+|\d+(\.\d+)*|(/[\w.@-]+)+", re.I)
@@ -204,10 +212,16 @@ def _fixes(episode: Episode) -> list[tuple[str, str, list[str]]]:
     return out
 
 
+def lesson_key(command: str, error: str) -> str:
+    """A lesson's id: its command and its error line without what varies between runs. Its
+    gateway writes use the request id `gate-<key>`."""
+    return hashlib.sha256(f"{command}|{_normal(error)}".encode()).hexdigest()[:16]
+
+
 def _observe(episode: Episode) -> list[Observation]:
     found = []
     for command, error, files in _fixes(episode):
-        key = hashlib.sha256(f"{command}|{_normal(error)}".encode()).hexdigest()[:16]
+        key = lesson_key(command, error)
         found.append(Observation(key, command, error, files, episode.id, episode.session))
     return found
 
@@ -453,6 +467,7 @@ class Gate:
             log.warning("gate: lesson %s not written yet: %s", lesson.key, describe(exc).message)
             return
         state["promoted"][lesson.key] = {"entry": reply["id"], "episodes": lesson.episodes}
+        state["proposed"].pop(lesson.key, None)  # proposed before a person opted into auto
         report["reinforced" if reply["status"] == "duplicate" else "promoted"].append(reply["id"])
 
     def _reinforce(self, state: dict[str, Any], lesson: Lesson) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from memory_agent import config
 from memory_agent.client import DaemonClient
-from memory_agent.gate import read_state
+from memory_agent.gate import lesson_key, read_state
 from memory_agent.journal import compact
 from memory_agent.mcp_config import hook_command
 from memory_agent.memory import Memory
@@ -180,6 +180,22 @@ def test_ansi_and_overlong_lessons_are_cleaned_and_the_state_is_saved(make_home,
     )
     again = client.admin("gate")  # the next run: nothing rewritten
     assert again["promoted"] == [] and again["skipped"] == [] and len(commits(home, head)) == 2
+
+
+def test_a_lesson_the_gateway_refuses_is_skipped_and_recorded(make_home, shared_cache):
+    home = make_home('gate = "auto"\n')
+    client = DaemonClient(home)
+    refused = lesson_key("pytest", "ModuleNotFoundError: No module named 'respx'")
+    client.call_tool("memory_add", {"title": "Release checklist for kestrel", "type": "note",
+                                    "body": "Tag, build, publish.", "request_id": f"gate-{refused}"})  # fmt: skip
+    evidence(home, shared_cache, "pytest -x tests", "ModuleNotFoundError: No module named 'respx'")
+    evidence(home, shared_cache, "make lint", "error: line too long (120 > 100)")
+    client.admin("gate")  # the gateway refuses the first lesson (its request id is taken)
+    state = read_state(home)
+    assert state["skipped"][refused]["code"] == "conflict"  # recorded, with why
+    assert len(state["promoted"]) == 1 and refused not in state["promoted"]  # the rest went on
+    again = client.admin("gate")  # never retried, and the gate keeps working
+    assert again["skipped"] == [] and again["promoted"] == [] and again["failed"] == []
 
 
 # -- item 12: incremental, and the summarizer outside the lock ----------------------------------------

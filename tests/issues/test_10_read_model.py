@@ -234,7 +234,7 @@ def test_the_pack_and_the_web_app_use_only_ragcores_public_names():
     public = set(ragcore.__all__)
     offenders = []
     for folder in ("memory_agent", "legal_web"):
-        for path in sorted((ROOT / folder).glob("*.py")):
+        for path in sorted((ROOT / folder).rglob("*.py")):  # subpackages too
             tree = ast.parse(path.read_text(), str(path))
             for node in ast.walk(tree):
                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -78,33 +78,6 @@ def test_the_public_surface_is_declared_once():
     assert public == exported
 
 
-def test_the_pack_knows_the_core_only_through_its_public_surface():
-    """memory_agent and legal_web import `from ragcore import <name in __all__>` and nothing
-    else of the core: no submodule, no private name (every import, in functions too)."""
-    root = RAGCORE.parent
-    offenders = []
-    for package in ("memory_agent", "legal_web"):
-        for path in sorted((root / package).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.Import):
-                    offenders += [
-                        f"{path.relative_to(root)}: import {a.name}"
-                        for a in node.names
-                        if a.name.split(".")[0] == "ragcore"
-                    ]
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    if node.module.split(".")[0] != "ragcore":
-                        continue
-                    if node.module != "ragcore":
-                        offenders.append(f"{path.relative_to(root)}: from {node.module}")
-                    offenders += [
-                        f"{path.relative_to(root)}: {a.name}"
-                        for a in node.names
-                        if a.name not in ragcore.__all__
-                    ]
-    assert offenders == []
-
-
 def test_the_contract_leaves_the_machinery_private():
     for name in ("BM25Index", "QdrantStore", "Prepared", "Chunk"):
         assert name not in ragcore.__all__ and not hasattr(ragcore, name)

@@ -425,6 +425,8 @@ def _write(change: _Change, stamp: str, recheck: bool) -> str | None:
     file is read again just before the rename: if someone (Claude Code) changed it meanwhile,
     raise so the caller merges again."""
     path = change.path
+    if path.is_symlink():  # a dotfile manager's link (stow, home-manager): write its target
+        path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
     if change.old is not None:

@@ -249,3 +249,17 @@ def test_json_output(homes, shared_cache):
     assert reply["written"] is False and reply["files"][0]["action"] == "create"
     assert reply["files"][0]["diff"].startswith("--- /dev/null")
     assert not os.path.exists(user / ".cursor")
+
+
+def test_a_symlinked_settings_file_stays_a_link_and_its_target_is_merged(homes, shared_cache):
+    user, mem, env = homes
+    dotfiles = user / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "settings.json").write_text(json.dumps(USER_SETTINGS, indent=2) + "\n")
+    (user / ".claude").mkdir()
+    link = user / ".claude" / "settings.json"
+    link.symlink_to(dotfiles / "settings.json")
+    ok(connect(user, mem, shared_cache, "claude-code", "--confirm", **env))
+    assert link.is_symlink() and link.resolve() == (dotfiles / "settings.json").resolve()
+    merged = json.loads((dotfiles / "settings.json").read_text())
+    assert merged["model"] == "opus" and "mcp__memory__memory_get" in merged["permissions"]["allow"]

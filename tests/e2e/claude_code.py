@@ -81,7 +81,7 @@ class Agent:
 
     def session(self, prompt: str, run_env: dict[str, str]) -> subprocess.CompletedProcess:
         """One headless session: `claude -p PROMPT`, bounded by SESSION_TIMEOUT."""
-        return subprocess.run(
+        return harness.run_session(
             [
                 str(self.cli),
                 "-p",
@@ -96,12 +96,8 @@ class Agent:
                 "--allowedTools",
                 "Bash,Write,Edit,Read,mcp__memory__memory_add",
             ],
-            capture_output=True,
-            text=True,
-            timeout=harness.SESSION_TIMEOUT,
-            env=run_env,
-            cwd=self.project,
-            stdin=subprocess.DEVNULL,
+            run_env,
+            self.project,
         )
 
 

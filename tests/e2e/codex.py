@@ -109,7 +109,7 @@ class Agent:
 
     def session(self, prompt: str, run_env: dict[str, str]) -> subprocess.CompletedProcess:
         """One headless session: `codex exec PROMPT`, bounded by SESSION_TIMEOUT."""
-        return subprocess.run(
+        return harness.run_session(
             [
                 str(self.cli),
                 "exec",
@@ -120,12 +120,8 @@ class Agent:
                 "--dangerously-bypass-hook-trust",
                 prompt,
             ],
-            capture_output=True,
-            text=True,
-            timeout=harness.SESSION_TIMEOUT,
-            env=run_env,
-            cwd=self.project,
-            stdin=subprocess.DEVNULL,
+            run_env,
+            self.project,
         )
 
 

@@ -13,6 +13,7 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -90,6 +91,30 @@ def cli_version(path: Path) -> str:
         [str(path), "--version"], capture_output=True, text=True, timeout=60, env=base_env()
     )
     return out.stdout.strip()
+
+
+def run_session(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run one agent session, bounded by SESSION_TIMEOUT: on timeout the whole process group
+    (the CLI, its native binary, its MCP proxy and hooks) is killed, then the test fails."""
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=SESSION_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=30)
+        raise AssertionError(
+            f"{Path(argv[0]).name} ran past {SESSION_TIMEOUT}s and was killed:\n{err[-3000:]}"
+        ) from None
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def base_env(**extra: str) -> dict[str, str]:

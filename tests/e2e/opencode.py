@@ -88,14 +88,10 @@ class Agent:
         (conf / "opencode.json").write_text(json.dumps(config, indent=2))
 
     def session(self, prompt: str, run_env: dict[str, str]) -> subprocess.CompletedProcess:
-        return subprocess.run(
+        return harness.run_session(
             [str(self.cli), "run", "--format", "json", "--model", "scripted/scripted", prompt],
-            capture_output=True,
-            text=True,
-            timeout=harness.SESSION_TIMEOUT,
-            env=run_env,
-            cwd=self.project,
-            stdin=subprocess.DEVNULL,
+            run_env,
+            self.project,
         )
 
     @staticmethod

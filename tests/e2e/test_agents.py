@@ -37,6 +37,34 @@ SEARCH_HIT_TITLE = "The API listens on port 8000 (locally and in pods), not 8080
 INJECTED = HEADER.split("(")[0].strip()
 
 
+# Defects of the opencode plugin (memory_agent/integrations/opencode/memory-agent.ts) seen with
+# opencode 1.18.33. Strict: a test listed here fails once its defect is mended - then take it
+# out of this list.
+OPENCODE_DEFECTS = {
+    "test_injected_context_reaches_the_model": (
+        "the plugin's pending context is taken by opencode's first model call of the session, "
+        "its title generation (no tools): the agent's own requests never carry the memory; "
+        "and no session-start digest is injected"
+    ),
+    "test_journal_tool_outcomes": (
+        "a failing bash command is journaled ok=true: the plugin's tool_response carries "
+        "metadata.exit = 1, which the hook does not read"
+    ),
+    "test_journal_holds_answer_and_end": (
+        "the plugin's stop (on session.idle) sends no answer, and nothing records the end"
+    ),
+    "test_gate_learns_after_three_sessions": "follows from failing commands journaled ok=true",
+}
+
+
+@pytest.fixture(autouse=True)
+def _known_defects(request):
+    callspec = getattr(request.node, "callspec", None)
+    name = request.node.originalname
+    if callspec and callspec.params.get("played") == "opencode" and name in OPENCODE_DEFECTS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=OPENCODE_DEFECTS[name]))
+
+
 @dataclass
 class Played:
     agent: str

@@ -11,6 +11,7 @@ import pytest
 # test the same input). `MEMORY_AGENT_CLOCK=2027-12-01T00:00:00Z pytest` runs the whole suite
 # a year ahead instead; a test that assumes a date sets its own (monkeypatch.setenv or a Clock).
 PINNED_CLOCK = "2026-12-01T09:00:00Z"
+ROOT = str(Path(__file__).resolve().parents[1])
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -21,6 +22,9 @@ def pinned_clock() -> str:
     value = os.environ.get("MEMORY_AGENT_CLOCK") or PINNED_CLOCK
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MEMORY_AGENT_CLOCK", value)
+        # and every process a test starts (a daemon spawned with cwd=home) runs this checkout,
+        # not whichever copy of the package the virtualenv has installed
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
         yield value
 
 

@@ -660,7 +660,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--remove takes out exactly what it put in. The files are found from $HOME "
         "($CLAUDE_CONFIG_DIR, $CODEX_HOME and $XDG_CONFIG_HOME are honoured).",
     )
-    p.add_argument("agent", choices=("claude-code", "codex", "opencode", "cursor"))
+    p.add_argument(
+        "agent",
+        choices=("claude-code", "codex", "opencode", "cursor"),
+        help="the agent whose settings files get the MCP server, the hooks and the permission rule",
+    )
     p.add_argument("--confirm", action="store_true", help="write the change (default: preview)")
     p.add_argument("--remove", action="store_true", help="take memory-agent's settings out")
 

@@ -33,6 +33,7 @@ from memory_agent.gate import Gate
 from memory_agent.gateway import Gateway
 from memory_agent.memory import Memory
 from memory_agent.reads import Found, run_search
+from memory_agent.redact import redact
 from ragcore import Document, chunk_document
 
 __all__ = ["Service"]
@@ -361,7 +362,8 @@ class Service:
         self.events.append(
             "query",
             qid=qid,
-            text=journal.clean_text(query, QUERY_LOG_CHARS),  # redacted, then cut
+            # redacted with a margin, then cut exactly: a secret across the cut leaves nothing
+            text=redact(query[: QUERY_LOG_CHARS + 4096])[:QUERY_LOG_CHARS],
             results=len(reply["hits"]),
             latency_ms=round((time.perf_counter() - started) * 1000, 2),
             caller=caller,

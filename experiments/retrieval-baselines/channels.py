@@ -48,12 +48,12 @@ def main(bench: str, out: str, tokenizer_spec: str = "stem,jieba,bigrams") -> No
             file=sys.stderr,
         )
         rows = {}
-        model = index._ensure_open()  # the read model ragcore.search reads (no filter)
+        snap = index.snapshot()  # the published state ragcore.search reads (no filter)
         for qid, text in queries:
-            lex_hits = model.lexical_search(term_frequencies(tok(text)), 100, None)
-            lex = _per_document(index, lex_hits)
+            lex_hits = snap.model.lexical_search(term_frequencies(tok(text)), 100, None)
+            lex = _per_document(snap, lex_hits)
             q = emb.embed_query(text)
-            dense = _per_document(index, index._dense(q.dense, 100, None))
+            dense = _per_document(snap, snap._dense(q.dense, 100, None))
             rows[qid] = {
                 "lexical": [
                     [d, h.score] for d, h in sorted(lex.items(), key=lambda kv: kv[1].rank)

@@ -9,7 +9,7 @@ import pytest
 
 from memory_agent import config
 from memory_agent.clock import Clock, parse_time
-from memory_agent.errors import Conflict, Invalid, WriteFailed
+from memory_agent.errors import Conflict, Invalid, WriteFailed, describe
 from memory_agent.gateway import Gateway
 from memory_agent.memory import Memory
 from ragcore import IndexInconsistent
@@ -293,7 +293,7 @@ def test_status_is_inconsistent_when_current_names_a_missing_generation(env_home
     assert "gen-000042" in status["problems"][0] and "missing" in status["problems"][0]
     with pytest.raises(IndexInconsistent) as refused:
         memory.search("how do we lock dependencies")
-    assert "memory-agent rebuild" in refused.value.fix
+    assert "memory-agent rebuild" in describe(refused.value).fix  # the product's words
 
 
 def test_a_new_home_is_owner_only(env_home, minilm_model, gateway):

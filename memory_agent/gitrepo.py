@@ -257,10 +257,11 @@ class KBRepo:
         return recorded
 
     def check_writable(self) -> None:
-        """Refuse (`RepoBusy`, a `Conflict`, naming the state and the git command that ends it) while git is
-        in the middle of a rebase, merge, cherry-pick, revert or bisect, while HEAD is
-        detached, or while the KB is on another branch than memory-agent's: a commit made then
-        would be lost when the user finishes (the entry only in the reflog)."""
+        """Refuse (`RepoBusy`, a `Conflict`: naming the state and the git command that ends
+        it) while git is in the middle of a rebase, merge, cherry-pick, revert or bisect, while
+        HEAD is detached, or while the KB is on another branch than memory-agent's: a commit
+        made then would be lost when the user finishes (the entry only in the reflog). A state
+        the user ends: the same write works after it (the gate retries at its next run)."""
         problem = self._busy()
         if problem is not None:
             raise RepoBusy(*problem)

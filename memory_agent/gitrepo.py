@@ -102,7 +102,7 @@ def git_processes(repo: Path, proc_root: str | Path | None = None) -> list[tuple
         try:
             cwd = os.readlink(table / str(pid) / "cwd")
         except FileNotFoundError:
-            if (table / str(pid)).exists():
+            if (table / str(pid)).exists() and not _exited(table / str(pid)):
                 unknown = True  # no cwd to read (another user's process, a restricted /proc)
             continue
         except OSError:
@@ -119,6 +119,14 @@ def git_processes(repo: Path, proc_root: str | Path | None = None) -> list[tuple
     if not found and unknown:
         return None
     return sorted(found)
+
+
+def _exited(proc_dir: Path) -> bool:
+    """Whether the process has exited (a zombie not reaped yet, or gone): it holds no lock."""
+    try:
+        return proc_dir.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except (OSError, IndexError):
+        return not proc_dir.exists()
 
 
 def _lock_age(lock: Path) -> float | None:

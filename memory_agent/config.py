@@ -163,7 +163,8 @@ SETTINGS: tuple[Setting, ...] = (
         "MEMORY_AGENT_FAULT",
         "",
         "A test hook, never for normal use: `after-write` or `after-commit` kills the process "
-        "at that step of a write, `pause-rebuild` holds a rebuild before it embeds (until "
+        "at that step of a write, `pause-rebuild` holds a rebuild before it embeds and "
+        "`pause-commit` a commit between staging and moving HEAD (until "
         "<home>/run/fault-continue exists). Empty (default): none.",
     ),
     Setting(

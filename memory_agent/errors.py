@@ -6,6 +6,8 @@ exception into that shape for the MCP tools, the daemon's admin routes and the C
     ├── NotFound                       not_found     no entry with that id
     ├── ReadOnly                       read_only     the entry belongs to a read-only corpus
     ├── Conflict                       conflict      the lifecycle or the working tree forbids it
+    │   └── RepoBusy                   conflict      git is mid-rebase/merge, on a detached HEAD
+    │                                                 or another branch: for now (retry later)
     ├── Invalid                        invalid       bad input: names the field and the bound
     ├── NotReady                       not_ready     no home yet, or the model is not loaded
     ├── ConfigError                    config        config.toml or repos.json is malformed
@@ -45,6 +47,7 @@ __all__ = [
     "NotFound",
     "NotReady",
     "ReadOnly",
+    "RepoBusy",
     "ToolCallError",
     "WriteFailed",
     "describe",
@@ -80,6 +83,13 @@ class ReadOnly(MemoryAgentError):
 
 class Conflict(MemoryAgentError):
     code = "conflict"
+
+
+class RepoBusy(Conflict):
+    """The knowledge base's git is in a state its user ends (a rebase, merge, cherry-pick,
+    revert or bisect in progress, a detached HEAD, another branch checked out): no write now,
+    the same write works once it is over. Same code as `Conflict` (the wire contract); a
+    caller that retries later (the gate) tells the two apart."""
 
 
 class Invalid(MemoryAgentError):

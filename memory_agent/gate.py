@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_agent.episodes import Episode, Step, command_key, episodes_of
-from memory_agent.errors import Conflict, Invalid, MemoryAgentError, NotFound, describe
+from memory_agent.errors import Conflict, Invalid, MemoryAgentError, NotFound, RepoBusy, describe
 from memory_agent.journal import sessions
 from ragcore import atomic_write
 
@@ -455,6 +455,9 @@ class Gate:
             return
         try:
             reply = self._write(lesson, summary)
+        except RepoBusy:  # git mid-rebase, detached, another branch: for now, retried next run
+            report["failed"].append(lesson.key)
+            return
         except (Invalid, Conflict) as exc:  # this lesson cannot be written: the others go on
             info = describe(exc)
             state["skipped"][lesson.key] = {"title": lesson.title(), "code": info.code,

@@ -10,9 +10,12 @@ Plain `git` subprocesses (no library): every call is one short-lived process wit
 captured, so a long-running daemon holds no git handles between writes. Every one runs under
 one lock rule (`_proc`): a command that found git's lock taken is retried for up to
 LOCK_WAIT_S, then fails naming the git process that holds the lock, or the stale lock and the
-`rm` that removes it. `check_writable` refuses a write while git is mid-rebase (merge,
-cherry-pick, revert, bisect), on a detached HEAD, or on another branch than the one recorded
-in the KB's git config (`memory-agent.branch`, set at init or at the daemon's first start).
+`rm` that removes it (or, where the process table cannot be read - no /proc, another user's
+git - says it cannot tell, and never calls the lock stale). `check_writable` refuses a write
+(`RepoBusy`) while git is mid-rebase (merge, cherry-pick, revert, bisect), on a detached HEAD,
+or on another branch than the one recorded in the KB's git config (`memory-agent.branch`, set
+at init or at the daemon's first start); the markers are looked for in the git directory git
+names, so a KB that is a worktree or a submodule (`.git` a file) is checked too.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from memory_agent.errors import Conflict, GitError
+from memory_agent.errors import GitError, RepoBusy
 
 __all__ = ["GitError", "KBRepo"]
 
@@ -40,7 +43,7 @@ def _fix_for(stderr: str, repo: Path) -> str:
         return f"the disk holding {repo} is full: free some space on it, then retry"
     if "Permission denied" in stderr or "Read-only file system" in stderr:
         return f"make {repo} (and its .git folder) writable by this user"
-    if "date" in stderr.lower():
+    if re.search(r"\bdate\b", stderr.lower()):  # (not "update_ref")
         return "check the GIT_AUTHOR_DATE / GIT_COMMITTER_DATE variables and the system clock"
     return f"run the command by hand in {repo} to see the whole error"
 
@@ -54,7 +57,10 @@ def _disk_full(stderr: str) -> bool:
 # holds it again and again. A command that found the lock taken did nothing, so it is run
 # again, waiting up to LOCK_WAIT_S. Past that bound the error says who holds the lock: a live
 # git process in the KB (wait for it; never remove the lock under it), or nobody (a lock older
-# than STALE_AFTER_S that no git process holds was left by one that died: remove it).
+# than STALE_AFTER_S that no git process holds was left by one that died: remove it). Where
+# the process table cannot be read (no /proc, as on macOS; a git process of another user,
+# whose cwd is hidden), nobody is not known: `git commit` holds index.lock for as long as its
+# user types the message, so such a lock is waited for and never called stale.
 LOCK_WAIT_S = 10.0
 STALE_AFTER_S = 10.0
 _LOCKED = re.compile(r"Unable to create '([^']+\.lock)': File exists")
@@ -65,32 +71,62 @@ def _locked_path(stderr: str) -> Path | None:
     return Path(m.group(1)) if m else None
 
 
-def git_processes(repo: Path) -> list[tuple[int, str]]:
+PROC_ROOT = "/proc"  # the process table (read when used); KBRepo(proc_root=...) reads another
+
+
+def git_processes(repo: Path, proc_root: str | Path | None = None) -> list[tuple[int, str]] | None:
     """(pid, command line) of the git processes working in `repo` (their cwd is in it), from
-    /proc; empty where there is no /proc."""
+    the process table at `proc_root`. None when it cannot tell: no process table there (no
+    /proc, or one that does not list this very process), or none found but a git process
+    whose cwd could not be read (another user's)."""
     root = str(Path(repo).resolve())
+    table = Path(PROC_ROOT if proc_root is None else proc_root)
     found = []
     me = os.getpid()
     try:
-        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+        pids = [int(n) for n in os.listdir(table) if n.isdigit()]
     except OSError:
-        return []
+        return None
+    if me not in pids:
+        return None  # not this machine's process table
+    unknown = False
     for pid in pids:
         if pid == me:
             continue
         try:
-            comm = Path(f"/proc/{pid}/comm").read_text().strip()
-            if comm != "git" and not comm.startswith("git-"):
-                continue
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-            if cwd != root and not cwd.startswith(root + os.sep):
-                continue
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            comm = (table / str(pid) / "comm").read_text().strip()
+        except OSError:
+            continue  # gone meanwhile
+        if comm != "git" and not comm.startswith("git-"):
+            continue
+        try:
+            cwd = os.readlink(table / str(pid) / "cwd")
+        except FileNotFoundError:
+            if (table / str(pid)).exists() and not _exited(table / str(pid)):
+                unknown = True  # no cwd to read (another user's process, a restricted /proc)
+            continue
+        except OSError:
+            unknown = True  # another user's process: it may be working in `repo`
+            continue
+        if cwd != root and not cwd.startswith(root + os.sep):
+            continue
+        try:
+            argv = (table / str(pid) / "cmdline").read_bytes().split(b"\0")
             cmd = " ".join(a.decode(errors="replace") for a in argv if a)
         except OSError:
-            continue
+            cmd = ""
         found.append((pid, cmd[:200] or comm))
+    if not found and unknown:
+        return None
     return sorted(found)
+
+
+def _exited(proc_dir: Path) -> bool:
+    """Whether the process has exited (a zombie not reaped yet, or gone): it holds no lock."""
+    try:
+        return proc_dir.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except (OSError, IndexError):
+        return not proc_dir.exists()
 
 
 def _lock_age(lock: Path) -> float | None:
@@ -100,9 +136,19 @@ def _lock_age(lock: Path) -> float | None:
         return None  # gone meanwhile: worth another try
 
 
-def _lock_error(args: Sequence[str], repo: Path, lock: Path, waited: float) -> GitError:
-    holders = git_processes(repo)
+def _lock_error(
+    args: Sequence[str], repo: Path, lock: Path, waited: float, proc_root: str | Path | None = None
+) -> GitError:
+    holders = git_processes(repo, proc_root)
     what = f"`git {args[0]}` in {repo} found {lock} taken"
+    if holders is None:
+        return GitError(
+            f"{what} for {waited:.0f} s; cannot tell whether a git process holds it (the "
+            f"process table {proc_root or PROC_ROOT} cannot be read here, or not wholly)",
+            f"wait for any git command in {repo} to finish (a `git commit` holds the lock "
+            "while its message is typed; an editor runs git too), then retry; only if none is "
+            f"running, remove it: rm {lock}",
+        )
     if holders:
         names = "; ".join(f"pid {pid}: {cmd}" for pid, cmd in holders[:3])
         return GitError(
@@ -140,9 +186,19 @@ BRANCH_KEY = "memory-agent.branch"  # git config in the KB: the branch memory-ag
 
 
 class KBRepo:
-    def __init__(self, path: Path, *, lock_wait: float | None = None):
+    def __init__(
+        self,
+        path: Path,
+        *,
+        lock_wait: float | None = None,
+        proc_root: str | Path | None = None,
+        pause: Callable[[str], None] | None = None,
+    ):
         self.path = Path(path)
         self.lock_wait = lock_wait  # None: LOCK_WAIT_S
+        self.proc_root = proc_root  # the process table that names a lock's holder (None: /proc)
+        self.pause = pause  # a test hook, called with "pause-commit" before HEAD moves
+        self._git_dir: Path | None = None
         if not (self.path / ".git").exists():
             raise GitError(
                 f"{self.path} is not a git repository", "run `memory-agent init` to create it"
@@ -165,7 +221,25 @@ class KBRepo:
         return repo, True
 
     def git(self, *args: str, check: bool = True) -> str:
-        return _run(self.path, *args, check=check, lock_wait=self.lock_wait)
+        return _run(
+            self.path, *args, check=check, lock_wait=self.lock_wait, proc_root=self.proc_root
+        )
+
+    def _proc(self, *args: str, text: bool = True) -> subprocess.CompletedProcess:
+        return _proc(
+            self.path, *args, text=text, lock_wait=self.lock_wait, proc_root=self.proc_root
+        )
+
+    def git_dir(self) -> Path:
+        """The repository's git directory: `.git` itself, or where a `.git` file points (a
+        worktree's or a submodule's; asked of git once)."""
+        if self._git_dir is None:
+            dot = self.path / ".git"
+            if dot.is_dir():
+                self._git_dir = dot
+            else:
+                self._git_dir = Path(self.git("rev-parse", "--absolute-git-dir").strip())
+        return self._git_dir
 
     # -- the branch memory-agent writes to, and git's state -----------------------------------
     def branch(self) -> str | None:
@@ -191,18 +265,19 @@ class KBRepo:
         return recorded
 
     def check_writable(self) -> None:
-        """Refuse (`Conflict`, naming the state and the git command that ends it) while git is
-        in the middle of a rebase, merge, cherry-pick, revert or bisect, while HEAD is
-        detached, or while the KB is on another branch than memory-agent's: a commit made then
-        would be lost when the user finishes (the entry only in the reflog)."""
+        """Refuse (`RepoBusy`, a `Conflict`: naming the state and the git command that ends
+        it) while git is in the middle of a rebase, merge, cherry-pick, revert or bisect, while
+        HEAD is detached, or while the KB is on another branch than memory-agent's: a commit
+        made then would be lost when the user finishes (the entry only in the reflog). A state
+        the user ends: the same write works after it (the gate retries at its next run)."""
         problem = self._busy()
         if problem is not None:
-            raise Conflict(*problem)
+            raise RepoBusy(*problem)
         kb = self.path
         current = self.branch()
         recorded = self.record_branch()
         if recorded is not None and current != recorded:
-            raise Conflict(
+            raise RepoBusy(
                 f"the knowledge base {kb} is on branch {current!r}, but memory-agent writes to "
                 f"{recorded!r} (the branch it was created on); nothing was written",
                 f"`git -C {kb} checkout {recorded}`, or make {current!r} the memory's branch: "
@@ -211,7 +286,7 @@ class KBRepo:
 
     def _busy(self) -> tuple[str, str] | None:
         """(message, fix) when git is mid-operation in the KB or HEAD is detached."""
-        git_dir = self.path / ".git"
+        git_dir = self.git_dir()
         kb = self.path
         for name, what, finish in _IN_PROGRESS:
             if (git_dir / name).exists():
@@ -239,7 +314,9 @@ class KBRepo:
 
         When nothing else is staged (the common case), the commit is made with plumbing on the
         index as it is: stage the paths, write the tree, check that it differs from HEAD in
-        these paths only, create the commit and move HEAD with a compare-and-swap. That skips
+        these paths only, create the commit and move HEAD with a compare-and-swap (when a
+        `git commit` of the user's moved HEAD meanwhile, taking the staged paths along, the
+        hash returned is that commit's: the write is finished, not rolled back). That skips
         `git commit --only`'s temporary index, which costs ~0.6 s in a folder of 100k files.
         Otherwise (someone has staged work) `git commit --only` records these paths alone."""
         rel = self._rel(paths)
@@ -256,7 +333,7 @@ class KBRepo:
         return self.head() or ""
 
     def _nothing_staged(self, rel: Sequence[str] = ()) -> bool:
-        proc = _proc(self.path, "diff", "--cached", "--quiet", "--", *rel, lock_wait=self.lock_wait)
+        proc = self._proc("diff", "--cached", "--quiet", "--", *rel)
         return proc.returncode == 0
 
     def _commit_plumbing(self, rel: list[str], message: str, parent: str) -> str | None:
@@ -266,8 +343,34 @@ class KBRepo:
         if set(changed.split()) - set(rel):
             return None  # something else is in the index after all: take the safe path
         commit = self.git("commit-tree", tree, "-p", parent, "-m", message).strip()
-        self.git("update-ref", "-m", f"commit: {message.splitlines()[0]}", "HEAD", commit, parent)
+        if self.pause is not None:
+            self.pause("pause-commit")  # a test hook: the user commits now
+        try:
+            self.git(
+                "update-ref", "-m", f"commit: {message.splitlines()[0]}", "HEAD", commit, parent
+            )
+        except GitError:
+            # HEAD moved since `parent` was read. The paths are staged in the user's index, so a
+            # `git commit` made meanwhile took them along: then the write is finished (in the
+            # user's commit) and must not be rolled back - the reply would say "nothing
+            # changed" while HEAD holds the entry.
+            now = self.head()
+            if now is None or now == parent:
+                raise
+            if self._holds(now, tree, rel):
+                return now
+            raise GitError(
+                f"a commit was made in {self.path} during the write (HEAD moved from "
+                f"{parent[:12]} to {now[:12]}) that did not take all of this write's files along",
+                "retry the write",
+            ) from None
         return commit
+
+    def _holds(self, commit: str, tree: str, rel: Sequence[str]) -> bool:
+        """Whether `commit` has exactly `tree`'s blobs (or their absence) at the paths `rel`."""
+        ours = self._proc("ls-tree", "-r", "--full-tree", tree, "--", *rel)
+        theirs = self._proc("ls-tree", "-r", "--full-tree", commit, "--", *rel)
+        return ours.returncode == 0 and theirs.returncode == 0 and ours.stdout == theirs.stdout
 
     def unstage(self, paths: Sequence[Path]) -> None:
         """Put the index of `paths` back to HEAD (after a commit that failed). Raises
@@ -276,7 +379,7 @@ class KBRepo:
         rel = self._rel(paths)
         if self._nothing_staged(rel):
             return  # (reads the index without its lock: a stale lock does not stop this)
-        proc = _proc(self.path, "reset", "-q", "--", *rel, lock_wait=self.lock_wait)
+        proc = self._proc("reset", "-q", "--", *rel)
         if proc.returncode != 0 and not self._nothing_staged(rel):
             stderr = " ".join(proc.stderr.split())[:500]
             raise GitError(
@@ -326,7 +429,7 @@ class KBRepo:
         if self.head() is None:
             return None
         rel = self._rel([path])[0]
-        proc = _proc(self.path, "show", f"HEAD:{rel}", text=False, lock_wait=self.lock_wait)
+        proc = self._proc("show", f"HEAD:{rel}", text=False)
         return proc.stdout.decode("utf-8") if proc.returncode == 0 else None
 
     def last_commit_touching(self, path: Path) -> str | None:
@@ -350,7 +453,11 @@ def _env() -> dict[str, str]:
 
 
 def _proc(
-    repo: Path, *args: str, text: bool = True, lock_wait: float | None = None
+    repo: Path,
+    *args: str,
+    text: bool = True,
+    lock_wait: float | None = None,
+    proc_root: str | Path | None = None,
 ) -> subprocess.CompletedProcess:
     """Run `git args` in `repo` under the lock rule: a command that found a lock taken is run
     again until LOCK_WAIT_S has passed; past it, or at once when the lock is stale, the lock
@@ -377,18 +484,24 @@ def _proc(
             return proc
         waited = time.monotonic() - started
         if waited >= bound:
-            raise _lock_error(args, repo, lock, waited)
+            raise _lock_error(args, repo, lock, waited, proc_root)
         age = _lock_age(lock)
-        if age is not None and age >= STALE_AFTER_S and not git_processes(repo):
-            raise _lock_error(args, repo, lock, waited)
+        if age is not None and age >= STALE_AFTER_S and git_processes(repo, proc_root) == []:
+            raise _lock_error(args, repo, lock, waited, proc_root)  # stale: no wait
         time.sleep(min(delay, max(0.0, bound - waited)))
         delay = min(delay * 2, 0.2)
 
 
-def _run(repo: Path, *args: str, check: bool = True, lock_wait: float | None = None) -> str:
+def _run(
+    repo: Path,
+    *args: str,
+    check: bool = True,
+    lock_wait: float | None = None,
+    proc_root: str | Path | None = None,
+) -> str:
     """The stdout of `git args` in `repo`; a failure raises `GitError` unless check=False (a
     lock that stays taken raises in any case)."""
-    proc = _proc(repo, *args, lock_wait=lock_wait)
+    proc = _proc(repo, *args, lock_wait=lock_wait, proc_root=proc_root)
     if proc.returncode != 0 and check:
         stderr = " ".join(proc.stderr.split())[:500]
         if _disk_full(stderr):

@@ -56,6 +56,16 @@ def _fault(fault: str, point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _pauser(fault: str, run_dir: Path) -> Callable[[str], None] | None:
+    """The `fault` setting's pause points inside git (a test hook): "pause-commit" holds a
+    commit after its paths are staged, before HEAD moves, until <run>/fault-continue exists."""
+    if not fault.startswith("pause-"):
+        return None
+    from memory_agent.memory import _pause_point  # (memory imports this module)
+
+    return lambda point: _pause_point(fault, point, run_dir)
+
+
 def fingerprint(tool: str, arguments: dict[str, Any]) -> str:
     """A digest of a call: the tool and its (normalised) arguments."""
     text = json.dumps([tool, arguments], sort_keys=True, ensure_ascii=False, default=str)
@@ -226,7 +236,7 @@ class RedoLog:
     def apply(self, intent: Intent) -> str:
         """Write the files and commit them; the commit hash. On failure roll back and raise
         `WriteFailed` ("rolled back")."""
-        repo = KBRepo(self.kb_dir)
+        repo = KBRepo(self.kb_dir, pause=_pauser(self.fault, self.folder.parent))
         written: list[str] = []
         try:
             for rel, text in intent.files.items():

@@ -15,13 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from memory_agent import config
+from memory_agent import config, journal
 from memory_agent.client import DaemonClient
-from memory_agent.errors import GitError, ToolCallError
-from memory_agent.gitrepo import KBRepo
+from memory_agent.errors import Conflict, GitError, RepoBusy, ToolCallError, describe
+from memory_agent.gate import Gate, read_state
+from memory_agent.gateway import Gateway
+from memory_agent.gitrepo import KBRepo, git_processes
+from memory_agent.hooks import record_for
 from memory_agent.kb import MAX_LINKS_READ
 from memory_agent.memory import Memory
 from memory_agent.reads import link_graph
+from tests.memory_agent.helpers import make_memory
 from tests.memory_agent.mcp_helpers import ROOT, daemon_pids, env_for
 
 CLOCK = "2026-12-01T12:00:00Z"
@@ -414,3 +418,186 @@ def test_an_entry_with_five_thousand_links_is_read_only_up_to_the_bound(home):
         assert all(len(edges) <= len(targets) + MAX_LINKS_READ for edges in graph.values())
     finally:
         m.close()
+
+
+# Review of the fixes above ---------------------------------------------------------------------
+def _journal_lesson(home: Path, now: float, command: str, error: str) -> None:
+    """Three failure -> fix episodes of two sessions in the journal, as the capture hooks
+    write them: one lesson the gate qualifies."""
+    folder = home / "journal"
+
+    def record(session: str, event: str, **payload) -> None:
+        journal.append(folder, session, record_for(event, payload, now, "claude-code"))
+
+    for session, n in (("lesson-a", 1), ("lesson-a", 2), ("lesson-b", 3)):
+        record(session, "prompt", prompt=f"run the checks ({n})", cwd="/w")
+        record(session, "tool-failure", tool_name="Bash", tool_input={"command": command},
+               error=f"Exit code 1\n{error}")  # fmt: skip
+        record(session, "tool", tool_name="Edit", tool_input={"file_path": f"/w/{n}/setup.cfg"},
+               tool_response={"stdout": "ok"})  # fmt: skip
+        record(session, "tool", tool_name="Bash", tool_input={"command": command},
+               tool_response={"stdout": "ok"})  # fmt: skip
+        record(session, "stop", last_assistant_message="fixed")
+
+
+# Review 5. Before: the gate caught the detached HEAD's `conflict` as "this lesson cannot be
+# written" and put it in `skipped` for good: after `git checkout <branch>` it was never
+# promoted.
+def test_the_gate_retries_a_lesson_it_could_not_write_on_a_detached_head(
+    env_home, minilm_model, monkeypatch
+):
+    monkeypatch.setenv("MEMORY_AGENT_GATE", "auto")
+    memory = make_memory(env_home, minilm_model)
+    memory.init(embedder="minilm")
+    try:
+        kb = memory.kb_dir
+        _journal_lesson(
+            env_home, memory.clock(), "make migrate", "error: the schema lock is held by tenant 7"
+        )
+        gate = Gate(memory, Gateway(memory))
+        branch = git(kb, "symbolic-ref", "--short", "HEAD").strip()
+        head = git(kb, "rev-parse", "HEAD")
+        git(kb, "checkout", "-q", "--detach")
+        first = gate.run()
+        assert first["promoted"] == [] and first["skipped"] == [], first
+        assert len(first["failed"]) == 1  # not written yet: retried by the next run
+        assert read_state(env_home)["skipped"] == {}
+        assert git(kb, "rev-parse", "HEAD") == head and git(kb, "status", "--porcelain") == ""
+        git(kb, "checkout", "-q", branch)
+        second = gate.run()
+        assert len(second["promoted"]) == 1 and second["failed"] == [], second
+        (entry,) = second["promoted"]
+        assert git(kb, "log", "-1", "--format=%s", branch).strip().startswith("memory: add")
+        assert entry in git(kb, "show", "--name-only", "--format=", branch)
+        git(kb, "checkout", "-q", "--detach")
+        with pytest.raises(RepoBusy) as caught:  # the same code on the wire as before
+            KBRepo(kb).check_writable()
+        assert isinstance(caught.value, Conflict) and describe(caught.value).code == "conflict"
+    finally:
+        memory.close()
+
+
+# Review 8. Before: git_processes() read /proc or nothing; with no /proc (macOS) a lock older
+# than 10 s was called stale at once and the fix said `rm` it - under a `git commit` whose
+# user is typing the message. A git process of another user (cwd unreadable) was skipped.
+def _locked_kb(tmp_path: Path) -> tuple[Path, Path, Path]:
+    kb = tmp_path / "kb"
+    KBRepo.init(kb)
+    (kb / "note").mkdir()
+    (kb / "note" / "a.md").write_text("a\n")
+    lock = kb / ".git" / "index.lock"
+    lock.write_text("")
+    old = time.time() - 3600  # an hour old: "stale" if nobody could hold it
+    os.utime(lock, (old, old))
+    return kb, kb / "note" / "a.md", lock
+
+
+@pytest.mark.parametrize("table", ["none", "empty", "unreadable-cwd"])
+def test_a_lock_is_not_called_stale_where_the_process_table_cannot_be_read(tmp_path, table):
+    kb, entry, lock = _locked_kb(tmp_path)
+    proc = tmp_path / "proc"
+    if table != "none":
+        proc.mkdir()
+    if table == "unreadable-cwd":  # this process, and a git process whose cwd is hidden
+        (proc / str(os.getpid())).mkdir()
+        (proc / "4242").mkdir()
+        (proc / "4242" / "comm").write_text("git\n")
+    assert git_processes(kb, proc) is None
+    started = time.monotonic()
+    with pytest.raises(GitError) as caught:
+        KBRepo(kb, lock_wait=1.0, proc_root=proc).commit_paths([entry], "memory: add a")
+    assert time.monotonic() - started >= 1.0  # waited for it first
+    error = caught.value
+    assert "cannot tell whether a git process holds it" in error.message, error.message
+    assert "stale" not in error.message
+    assert error.fix.startswith("wait for any git command") and "git commit" in error.fix
+    # the real process table says it: no git process there, the lock is stale (no wait)
+    started = time.monotonic()
+    with pytest.raises(GitError) as caught:
+        KBRepo(kb, lock_wait=5.0).commit_paths([entry], "memory: add a")
+    assert time.monotonic() - started < 5.0
+    assert "stale" in caught.value.message and f"rm {lock}" in caught.value.fix
+
+
+def _worktree_kb(tmp_path: Path) -> Path:
+    origin = tmp_path / "origin"  # a project's repository; the KB is a worktree of it
+    origin.mkdir()
+    git(origin, "init", "-q")
+    git(origin, "commit", "-q", "--allow-empty", "-m", "start")
+    kb = tmp_path / "kb"
+    git(origin, "worktree", "add", "-q", "-b", "memory", str(kb))
+    assert (kb / ".git").is_file()
+    for name in ("a", "b"):
+        (kb / f"{name}.md").write_text(f"{name}\n")
+        git(kb, "add", f"{name}.md")
+        git(kb, "commit", "-q", "-m", f"add {name}")
+    return kb
+
+
+# Before: for a KB whose .git is a file, the markers were looked for in <kb>/.git/: a rebase
+# was reported as a detached HEAD (with the wrong way out), and a merge in progress (HEAD on
+# the branch) was not seen at all - the write went through.
+def test_a_kb_that_is_a_worktree_is_refused_mid_rebase_and_mid_merge(tmp_path):
+    kb = _worktree_kb(tmp_path)
+    git(kb, "rebase", "-i", "HEAD~1", env={"GIT_SEQUENCE_EDITOR": "sed -i 1s/pick/edit/"})
+    with pytest.raises(RepoBusy) as caught:
+        KBRepo(kb).check_writable()
+    assert "in the middle of a rebase" in caught.value.message, caught.value.message
+    assert "git rebase --abort" in caught.value.fix
+    git(kb, "rebase", "--abort")
+    KBRepo(kb).check_writable()  # on its branch again
+    git(kb, "checkout", "-q", "-b", "other", "HEAD~1")
+    (kb / "b.md").write_text("the other b\n")
+    git(kb, "add", "b.md")
+    git(kb, "commit", "-q", "-m", "other b")
+    git(kb, "checkout", "-q", "memory")
+    git(kb, "merge", "other", check=False)  # a conflict: the merge stops
+    assert git(kb, "symbolic-ref", "--short", "HEAD").strip() == "memory"
+    with pytest.raises(RepoBusy) as caught:
+        KBRepo(kb).check_writable()
+    assert "in the middle of a merge" in caught.value.message
+    assert "git merge --abort" in caught.value.fix
+
+
+# Review 11. Before: the paths were staged in the user's index, then HEAD moved only if it had
+# not; a `git commit` in between took the entry along, our HEAD update failed, the rollback
+# deleted the file and the reply said "rolled back, nothing changed" while HEAD held it.
+def test_a_user_commit_between_staging_and_head_update_finishes_the_write(
+    env_home, minilm_model, monkeypatch
+):
+    monkeypatch.setenv("MEMORY_AGENT_FAULT", "pause-commit")
+    memory = make_memory(env_home, minilm_model)
+    memory.init(embedder="minilm")
+    try:
+        kb, run = memory.kb_dir, memory.run_dir
+        gateway = Gateway(memory)
+        outcome: list = []
+
+        def write() -> None:
+            try:
+                outcome.append(gateway.add("Pin the resolver", "Pin the resolver in CI.",
+                                           type="decision"))  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - looked at below
+                outcome.append(exc)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        deadline = time.monotonic() + 60
+        while not (run / "fault-pause-commit").exists():  # the write reached the pause point
+            assert writer.is_alive() and time.monotonic() < deadline, outcome
+            writer.join(0.05)
+        git(kb, "commit", "-q", "-m", "the user's own commit")  # takes the staged entry along
+        user_commit = git(kb, "rev-parse", "HEAD").strip()
+        (run / "fault-continue").touch()
+        writer.join(60)
+        (reply,) = outcome
+        assert isinstance(reply, dict), describe(reply)
+        assert reply["status"] == "created" and reply["commit"] == user_commit
+        path = Path(reply["path"])
+        assert path.is_file()
+        rel = str(path.relative_to(kb))
+        assert git(kb, "show", f"HEAD:{rel}") == path.read_text()
+        assert git(kb, "status", "--porcelain") == "" and not gateway.redo.pending()
+        assert memory.get(reply["id"])["title"] == "Pin the resolver"
+    finally:
+        memory.close()

@@ -13,7 +13,9 @@ hides its whole value) and cut before it is written: a long text is cut with a m
 redacted, then cut exactly (a secret across the cut leaves no fragment; redaction never reads
 the megabytes that are not kept); nesting stops at `MAX_DEPTH`; each field is bounded as a
 whole (the tool's output `MAX_OUTPUT`, 2,000 characters, shared by all its strings; any other
-field `MAX_FIELD`); lone surrogates become U+FFFD. Each record is one `write` of one line
+field `MAX_FIELD`); a record sends at most `REDACT_BUDGET` characters through the redaction
+(margins included: many long strings shrink the margin, then are cut before they are
+redacted); lone surrogates become U+FFFD. Each record is one `write` of one line
 (O_APPEND), so
 concurrent hooks of a session never interleave inside a line. Lines are never rewritten or
 dropped: compaction gzips a whole file crash-safely (a part gets its name only when complete,

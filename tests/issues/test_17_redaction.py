@@ -618,3 +618,40 @@ def test_scrub_resets_the_gates_read_positions_so_no_episode_is_counted_twice(ca
     gate.run()
     episodes = read_state(home)["observed"][key]["episodes"]
     assert sorted(episodes) == sorted([*before["observed"][key]["episodes"], "episodes/s-gate-a/3"])
+
+
+def test_scrub_on_demand_stops_a_running_daemon_before_it_rewrites_the_journal(
+    old_home, shared_cache, monkeypatch
+):
+    """The daemon's gate runs in another process, with no lock the CLI could share: were it to
+    run between a file's rewrite and the reset of its read positions (or save a state read
+    before the reset), it would count the session twice. So `memory-agent scrub` stops a
+    running daemon (this version's too) when it has a journal file or the gate's state to
+    rewrite, and holds the spawn lock while it does."""
+    for key, value in env_for(old_home, shared_cache).items():
+        if key.startswith("MEMORY_AGENT_") or key == "PYTHONPATH":
+            monkeypatch.setenv(key, value)
+    (old_home / "run").mkdir(exist_ok=True)
+    (old_home / "run" / "scrub-v1").write_text("scrubbed by an earlier run\n")  # no scrub at start
+    path = old_home / "inbox" / "state.json"
+    state = json.loads(path.read_text())
+    state["journal"] = {"s-plain": {"files": {"0123456789abcdef": {"offset": 900}}, "parts": [],
+                                    "prompts": 1, "tail": None}}  # fmt: skip
+    path.write_text(json.dumps(state))
+    client = DaemonClient(old_home)
+    try:
+        client.ensure()
+        pid = client.pid()
+        proc = run_cli(old_home, "scrub", "--json", "--no-rebuild")
+        assert proc.returncode == 0, proc.stderr
+        report = json.loads(proc.stdout)
+        assert report["stopped_daemon"] == pid
+        assert client.health() is None
+        assert report["journal"]["sessions"] == ["s-gz", "s-plain"]
+        assert "s-plain" not in read_state(old_home)["journal"]  # read again, once, cleanly
+        for name, secret in OLD.items():
+            assert secret not in stored(old_home), f"{name} still stored"
+    finally:
+        client.stop(wait=True)
+        for pid in daemon_pids(old_home):
+            os.kill(pid, signal.SIGKILL)

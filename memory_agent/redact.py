@@ -187,9 +187,10 @@ def _value_end(text: str, start: int) -> int:
     limit = min(n, start + 2000)
     while end < limit and text[end] not in " \t\r\n\"'":
         end += 1
+    opened = {c for c in "([{" if c in text[start:end]}  # once: no slice per character
     while end > start and (
         text[end - 1] in ",;\\"
-        or (text[end - 1] in _CLOSERS and _CLOSERS[text[end - 1]] not in text[start : end - 1])
+        or (text[end - 1] in _CLOSERS and _CLOSERS[text[end - 1]] not in opened)
     ):
         end -= 1
     return end

@@ -184,6 +184,8 @@ def test_redaction_time_grows_linearly_on_adversarial_input():
             "hex": "0123456789abcdef", "token-like": "a_b-", "assignments": "token=",
             "flags": "--password ", "quotes": 'password:"', "jwt-ish": "eyJ-",
             "urls": "://", "words": "password is the token x ",
+            "escaped json": '\\\\"password\\\\":\\\\"', "cli -p": "sshpass -p -p ",
+            "closers": "password=" + ")" * 300 + " ",
         }
         out = {}
         for name, unit in shapes.items():

@@ -7,7 +7,7 @@ patterns backtrack), JSON (a tool response with secret keys, read on its structu
 log (commands with flags, URLs, `KEY=value` lines), an adversarial run of `token=`, and one
 `mysql` followed by a run of `-p` flags (each `-p` once looked 500 characters back). For
 each shape and size it prints the best of `--repeat` runs, in milliseconds and MB/s; the
-journal itself never redacts more than 64 K characters of a record (`journal.REDACT_BUDGET`),
+journal redacts about 64 K characters of a record plus what it keeps (`journal.REDACT_BUDGET`),
 so the 1 MB rows are the worst case of `memory-agent scrub` and of a daemon, not of a hook.
 """
 

@@ -13,9 +13,9 @@ hides its whole value) and cut before it is written: a long text is cut with a m
 redacted, then cut exactly (a secret across the cut leaves no fragment; redaction never reads
 the megabytes that are not kept); nesting stops at `MAX_DEPTH`; each field is bounded as a
 whole (the tool's output `MAX_OUTPUT`, 2,000 characters, shared by all its strings; any other
-field `MAX_FIELD`); a record sends at most `REDACT_BUDGET` characters through the redaction
-(margins included: many long strings shrink the margin, then are cut before they are
-redacted); lone surrogates become U+FFFD. Each record is one `write` of one line
+field `MAX_FIELD`); a record's strings share one redaction budget (`REDACT_BUDGET`: many long
+strings shrink the margin, then are cut before they are redacted); lone surrogates become
+U+FFFD. Each record is one `write` of one line
 (O_APPEND), so
 concurrent hooks of a session never interleave inside a line. Lines are never rewritten or
 dropped: compaction gzips a whole file crash-safely (a part gets its name only when complete,
@@ -94,6 +94,8 @@ def clean_text(text: str, limit: int, margin: int = MARGIN) -> str:
     total = len(text)
     if total <= limit + 2 * margin:
         text = _cut_exact(redact(text), limit, None)
+    elif margin == 0:  # cut, then redact (the record's redaction budget is spent)
+        text = redact(_cut_exact(text, limit))
     else:
         head, tail = limit // 2, limit - limit // 2
         first = redact(text[: head + margin])
@@ -104,16 +106,17 @@ def clean_text(text: str, limit: int, margin: int = MARGIN) -> str:
     return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
 
 
-REDACT_BUDGET = 65_536  # characters one record may send through `redact`, margins included
-SMALL = 200  # what is kept of a string once the record's budget is spent
+REDACT_BUDGET = 65_536  # characters a record's strings may send through `redact` with their
+# margins; past it each string is cut first: a record redacts about this plus what it keeps
+SMALL = 200  # what a mostly-structure field keeps of a string once the budget is spent
 
 
-def _clean_string(text: str, limit: int, spare: list[int]) -> str:
+def _clean_string(text: str, limit: int, spare: list[int], floor: int | None = None) -> str:
     """`clean_text` within what is left of the record's redaction budget (`spare[0]`): the
     full margin while it lasts, then a smaller one, then none - and once it is spent the
-    string is cut to `SMALL` characters before it is redacted."""
-    if spare[0] <= 0:
-        limit = min(limit, SMALL)
+    string is cut (to `floor` characters, if given) before it is redacted."""
+    if spare[0] <= 0 and floor is not None:
+        limit = min(limit, floor)
     margin = max(0, min(MARGIN, (spare[0] - limit) // 2))
     spare[0] -= min(len(text), limit + 2 * margin)
     return clean_text(text, limit, margin)
@@ -168,9 +171,9 @@ def _cap(lengths: list[int], budget: int) -> int:
     return budget
 
 
-def _clean(value: Any, limit: int, spare: list[int]) -> Any:
+def _clean(value: Any, limit: int, spare: list[int], floor: int | None = None) -> Any:
     if isinstance(value, str):
-        return _clean_string(value, limit, spare)
+        return _clean_string(value, limit, spare, floor)
     if isinstance(value, dict):
         pair = pair_names_secret(value)
         out = {}
@@ -178,10 +181,10 @@ def _clean(value: Any, limit: int, spare: list[int]) -> Any:
             key = _clean_string(k, 100, spare)
             if secret_name(k) or (pair and k in ("value", "Value")):
                 v = secret_value(k, v)
-            out[key] = _clean(v, limit, spare)
+            out[key] = _clean(v, limit, spare, floor)
         return out
     if isinstance(value, list):
-        return [_clean(v, limit, spare) for v in redact_items(value)]
+        return [_clean(v, limit, spare, floor) for v in redact_items(value)]
     return value
 
 
@@ -199,8 +202,12 @@ def clean(value: Any, budget: int, spare: list[int] | None = None) -> Any:
     lengths: list[int] = []
     skeleton = _strings(shaped, lengths)
     if skeleton > budget // 2:  # mostly structure: keep its JSON text, cut
-        text = json.dumps(_clean(shaped, budget, spare), ensure_ascii=False)
+        # each string may fill the budget, and there are many: once the record's redaction
+        # budget is spent they are cut to SMALL first (the text is cut to `budget` anyway)
+        text = json.dumps(_clean(shaped, budget, spare, SMALL), ensure_ascii=False)
         return clean_text(text, budget, 0)  # redacted already, on its structure
+    # the strings' caps add up to the budget: once the redaction budget is spent, each is
+    # still kept to its cap, cut before it is redacted (no margin)
     return _clean(shaped, max(_cap(lengths, budget - skeleton), 1), spare)
 
 

@@ -390,10 +390,16 @@ def redact_value(value, depth: int = 0):
 
 
 _ARG_FLAG = re.compile(r"--?+(?P<name>[A-Za-z][A-Za-z0-9_-]{0,60}+)")
-_PROGRAM_P = re.compile(  # an argv element naming a program whose `-p` is a password
-    r"(?i)(?:^|[/\\])(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb|sshpass)"
-    r"(?:\.exe)?$"
+_PROGRAMS_P = frozenset(  # programs whose `-p` is a password
+    "mysql mysqldump mysqladmin mysqlimport mysqlsh mariadb sshpass".split()
 )
+
+
+def _names_p_program(text: str) -> bool:
+    """An argv element naming such a program (`mysql`, `/usr/bin/sshpass`, `mysql.exe`); a
+    look at its last 40 characters only."""
+    base = text[-40:].replace("\\", "/").rsplit("/", 1)[-1].lower()
+    return base.removesuffix(".exe") in _PROGRAMS_P
 
 
 def redact_items(items: list) -> list:
@@ -430,7 +436,7 @@ def redact_items(items: list) -> list:
                     out[i + 1] = "[REDACTED:password]"
             elif (text.startswith("--") or len(name) > 1) and secret_name(name):
                 out[i + 1] = REDACTED
-        if _PROGRAM_P.search(text) or (text == "login" and prev.endswith(("docker", "podman"))):
+        if _names_p_program(text) or (text == "login" and prev.endswith(("docker", "podman"))):
             context = True
         prev = text
     return out

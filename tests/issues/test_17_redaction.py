@@ -567,6 +567,14 @@ def test_a_record_of_many_long_strings_redacts_within_one_budget():
     assert t_many < 2.5 * t_budget, (t_many, t_budget)
     out = clean_record(many, "s")["output"]
     assert len(json.dumps(out)) < 2 * MAX_OUTPUT + 50 * 40  # still bounded as a whole
+    # mostly structure (2,500 strings of 10 KB, kept as a JSON text cut to the budget): each
+    # string was redacted up to the whole budget plus the margins, ~25 MB; now, once the
+    # record's budget is spent, each is cut to a few hundred characters first
+    nested = {"event": "tool", "output": [[unit[:10_080]] * 50 for _ in range(50)]}
+    t_nested = best_of(lambda: clean_record(nested, "s"))
+    t_2_5_mb = best_of(lambda: redact(unit * 11))
+    assert t_nested < t_2_5_mb, (t_nested, t_2_5_mb)
+    assert len(json.dumps(clean_record(nested, "s")["output"])) < 2 * MAX_OUTPUT
 
 
 def failure_fix_records(session: str, n: int, secret: str) -> list[dict]:

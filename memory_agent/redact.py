@@ -7,7 +7,9 @@ Two views of the same rule:
   `token`, `AWS_SECRET_ACCESS_KEY`, `client_secret`, `auth`, `cookie`, ...) redacts its whole
   value, whatever it is (a string, a number, a nested object). `{"name": "DB_PASSWORD",
   "value": ...}` pairs too. A string that is a JSON text is read as JSON and redacted the
-  same way.
+  same way. A list is read as an argv or a pair (`redact_items`): `["--password", X]`,
+  `["curl", "-u", "bob:X"]`, `["mysql", "-pX"]`, `-p X` after sshpass or `docker login`,
+  `["X-Api-Key", X]`.
 - On the TEXT (`redact`): known token shapes (cloud keys, API keys, personal access tokens,
   Hugging Face and Slack tokens, Slack webhooks, JWTs, private key blocks, credentials in
   URLs, `Authorization` headers, Azure `AccountKey=`), `NAME=value` / `NAME: value` /

@@ -442,7 +442,9 @@ def _refresh_index(service: Any, report: dict[str, Any]) -> None:
 
 def scrub_command(home: Path, *, rebuild: bool = True) -> dict[str, Any]:
     """`memory-agent scrub`: an older daemon (it writes unredacted events) is stopped first; a
-    daemon of this version keeps running (its own events file is skipped: it is redacted).
+    daemon of this version too when a journal file or the gate's state is to be rewritten
+    (its gate must not run meanwhile), else it keeps running (its own events file is skipped:
+    it is redacted). The spawn lock is held throughout: no daemon starts meanwhile.
     If a journal record changed, the daemon builds a fresh index generation, so the episodes
     follow the scrubbed journal and the old generation's files are dropped."""
     from memory_agent import __version__

@@ -4,10 +4,11 @@
 
 Shapes: plain prose (with a few secrets), one long token-like run (hex: what made the old
 patterns backtrack), JSON (a tool response with secret keys, read on its structure), a shell
-log (commands with flags, URLs, `KEY=value` lines), and an adversarial run of `token=`. For
+log (commands with flags, URLs, `KEY=value` lines), an adversarial run of `token=`, and one
+`mysql` followed by a run of `-p` flags (each `-p` once looked 500 characters back). For
 each shape and size it prints the best of `--repeat` runs, in milliseconds and MB/s; the
-journal itself never redacts more than a field's limit plus twice the 4 KB margin, so the
-1 MB rows are the worst case of `memory-agent scrub` and of a daemon, not of a hook.
+journal redacts about 64 K characters of a record plus what it keeps (`journal.REDACT_BUDGET`),
+so the 1 MB rows are the worst case of `memory-agent scrub` and of a daemon, not of a hook.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def shapes(size: int) -> dict[str, str]:
         "JSON (secret keys)": json.dumps(records),
         "shell log": "\n".join(log)[:size],
         "adversarial token=": ("token=" * (size // 6 + 1))[:size],
+        "mysql -pQ -pQ ...": ("mysql " + "-pQ " * (size // 4 + 1))[:size],
     }
 
 

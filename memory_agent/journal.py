@@ -13,7 +13,9 @@ hides its whole value) and cut before it is written: a long text is cut with a m
 redacted, then cut exactly (a secret across the cut leaves no fragment; redaction never reads
 the megabytes that are not kept); nesting stops at `MAX_DEPTH`; each field is bounded as a
 whole (the tool's output `MAX_OUTPUT`, 2,000 characters, shared by all its strings; any other
-field `MAX_FIELD`); lone surrogates become U+FFFD. Each record is one `write` of one line
+field `MAX_FIELD`); a record's strings share one redaction budget (`REDACT_BUDGET`: many long
+strings shrink the margin, then are cut before they are redacted); lone surrogates become
+U+FFFD. Each record is one `write` of one line
 (O_APPEND), so
 concurrent hooks of a session never interleave inside a line. Lines are never rewritten or
 dropped: compaction gzips a whole file crash-safely (a part gets its name only when complete,
@@ -33,7 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from memory_agent.redact import pair_names_secret, redact, secret_name, secret_value
+from memory_agent.redact import pair_names_secret, redact, redact_items, secret_name, secret_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: a hook does not import typing
@@ -84,22 +86,40 @@ def _cut_exact(text: str, limit: int, total: int | None = None) -> str:
     return text[:head] + marker + text[len(text) - tail :]
 
 
-def clean_text(text: str, limit: int) -> str:
+def clean_text(text: str, limit: int, margin: int = MARGIN) -> str:
     """`text` redacted and cut to `limit`: cut with a margin first (redaction never reads a
     megabyte the journal would not keep), redact, then cut exactly - a secret across the cut
     is redacted whole before it is cut, so no matching fragment is left. Lone surrogates
     (which UTF-8 cannot encode) become U+FFFD."""
     total = len(text)
-    if total <= limit + 2 * MARGIN:
+    if total <= limit + 2 * margin:
         text = _cut_exact(redact(text), limit, None)
+    elif margin == 0:  # cut, then redact (the record's redaction budget is spent)
+        text = redact(_cut_exact(text, limit))
     else:
         head, tail = limit // 2, limit - limit // 2
-        first = redact(text[: head + MARGIN])
-        last = redact(text[total - tail - MARGIN :])
+        first = redact(text[: head + margin])
+        last = redact(text[total - tail - margin :])
         marker = f"\n[... {total - head - tail} characters cut ...]\n"
         text = (first[:head] + marker + last[len(last) - tail :]) if limit >= 3 * len(marker) \
             else first[:limit]  # fmt: skip
     return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+REDACT_BUDGET = 65_536  # characters a record's strings may send through `redact` with their
+# margins; past it each string is cut first: a record redacts about this plus what it keeps
+SMALL = 200  # what a mostly-structure field keeps of a string once the budget is spent
+
+
+def _clean_string(text: str, limit: int, spare: list[int], floor: int | None = None) -> str:
+    """`clean_text` within what is left of the record's redaction budget (`spare[0]`): the
+    full margin while it lasts, then a smaller one, then none - and once it is spent the
+    string is cut (to `floor` characters, if given) before it is redacted."""
+    if spare[0] <= 0 and floor is not None:
+        limit = min(limit, floor)
+    margin = max(0, min(MARGIN, (spare[0] - limit) // 2))
+    spare[0] -= min(len(text), limit + 2 * margin)
+    return clean_text(text, limit, margin)
 
 
 def _shape(value: Any, depth: int = 0) -> Any:
@@ -151,36 +171,44 @@ def _cap(lengths: list[int], budget: int) -> int:
     return budget
 
 
-def _clean(value: Any, limit: int) -> Any:
+def _clean(value: Any, limit: int, spare: list[int], floor: int | None = None) -> Any:
     if isinstance(value, str):
-        return clean_text(value, limit)
+        return _clean_string(value, limit, spare, floor)
     if isinstance(value, dict):
         pair = pair_names_secret(value)
         out = {}
         for k, v in value.items():
-            key = clean_text(k, 100)
+            key = _clean_string(k, 100, spare)
             if secret_name(k) or (pair and k in ("value", "Value")):
                 v = secret_value(k, v)
-            out[key] = _clean(v, limit)
+            out[key] = _clean(v, limit, spare, floor)
         return out
     if isinstance(value, list):
-        return [_clean(v, limit) for v in value]
+        return [_clean(v, limit, spare, floor) for v in redact_items(value)]
     return value
 
 
-def clean(value: Any, budget: int) -> Any:
+def clean(value: Any, budget: int, spare: list[int] | None = None) -> Any:
     """A field of a record as the journal keeps it: redacted on its structure (a key that
-    names a secret hides its whole value) and its text, nesting cut at `MAX_DEPTH`, and at
-    most about `budget` characters IN TOTAL (a Write's response carries its content, the
-    original file and a patch: together they share the budget)."""
+    names a secret hides its whole value; an argv's `--password X`) and its text, nesting cut
+    at `MAX_DEPTH`, and at most about `budget` characters IN TOTAL (a Write's response
+    carries its content, the original file and a patch: together they share the budget).
+    `spare` (a one-item list, shared by a record's fields) bounds the characters redacted
+    (`REDACT_BUDGET`): fifty long strings cost no more than one record's share."""
+    spare = [REDACT_BUDGET] if spare is None else spare
     shaped = _shape(value)
     if isinstance(shaped, str):
-        return clean_text(shaped, budget)
+        return _clean_string(shaped, budget, spare)
     lengths: list[int] = []
     skeleton = _strings(shaped, lengths)
     if skeleton > budget // 2:  # mostly structure: keep its JSON text, cut
-        return clean_text(json.dumps(_clean(shaped, budget), ensure_ascii=False), budget)
-    return _clean(shaped, max(_cap(lengths, budget - skeleton), 1))
+        # each string may fill the budget, and there are many: once the record's redaction
+        # budget is spent they are cut to SMALL first (the text is cut to `budget` anyway)
+        text = json.dumps(_clean(shaped, budget, spare, SMALL), ensure_ascii=False)
+        return clean_text(text, budget, 0)  # redacted already, on its structure
+    # the strings' caps add up to the budget: once the redaction budget is spent, each is
+    # still kept to its cap, cut before it is redacted (no margin)
+    return _clean(shaped, max(_cap(lengths, budget - skeleton), 1), spare)
 
 
 def append(folder: Path, session_id: str, record: dict[str, Any]) -> Path:
@@ -199,7 +227,10 @@ def append(folder: Path, session_id: str, record: dict[str, Any]) -> Path:
 def clean_record(record: dict[str, Any], session_id: Any = None) -> dict[str, Any]:
     """A record as the journal keeps it: each field `clean`ed (the tool's output within
     `MAX_OUTPUT` characters in total, any other field within `MAX_FIELD`)."""
-    out = {k: clean(v, MAX_OUTPUT if k == "output" else MAX_FIELD) for k, v in record.items()}
+    spare = [REDACT_BUDGET]  # shared by the fields: the hook's time is bounded per record
+    out = {
+        k: clean(v, MAX_OUTPUT if k == "output" else MAX_FIELD, spare) for k, v in record.items()
+    }
     session = record.get("session") if session_id is None else session_id
     if session is not None:
         session = session[:200] if isinstance(session, str) else str(session)

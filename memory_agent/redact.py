@@ -7,7 +7,9 @@ Two views of the same rule:
   `token`, `AWS_SECRET_ACCESS_KEY`, `client_secret`, `auth`, `cookie`, ...) redacts its whole
   value, whatever it is (a string, a number, a nested object). `{"name": "DB_PASSWORD",
   "value": ...}` pairs too. A string that is a JSON text is read as JSON and redacted the
-  same way.
+  same way. A list is read as an argv or a pair (`redact_items`): `["--password", X]`,
+  `["curl", "-u", "bob:X"]`, `["mysql", "-pX"]`, `-p X` after sshpass or `docker login`,
+  `["X-Api-Key", X]`.
 - On the TEXT (`redact`): known token shapes (cloud keys, API keys, personal access tokens,
   Hugging Face and Slack tokens, Slack webhooks, JWTs, private key blocks, credentials in
   URLs, `Authorization` headers, Azure `AccountKey=`), `NAME=value` / `NAME: value` /
@@ -30,7 +32,15 @@ import functools
 import json
 import re
 
-__all__ = ["REDACTED", "pair_names_secret", "redact", "redact_value", "secret_name", "secret_value"]
+__all__ = [
+    "REDACTED",
+    "pair_names_secret",
+    "redact",
+    "redact_items",
+    "redact_value",
+    "secret_name",
+    "secret_value",
+]
 
 REDACTED = "[REDACTED:secret]"
 
@@ -57,6 +67,7 @@ _BENIGN_LAST = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=8192)  # names repeat (`-p`, `token=`, the keys of every record)
 def secret_name(name: str) -> bool:
     """Whether a key or variable name says its value is a secret (`DB_PASSWORD`, `apiKey`,
     `client_secret`, `X-Auth-Token`; not `max_tokens`, `tokenizer` or `password_file`)."""
@@ -124,7 +135,7 @@ _BASE64_LINE = re.compile(r"[A-Za-z0-9+/=]*+")
 
 # NAME=value / NAME: value / "name": "value" (the name is checked by `secret_name`)
 _ASSIGNMENT = re.compile(
-    r"(?<![A-Za-z0-9_.\-])[\"']?(?P<name>[A-Za-z][A-Za-z0-9_.\-]{0,119}+)[\"']?"
+    r"(?<![A-Za-z0-9_.\-])\\?[\"']?(?P<name>[A-Za-z][A-Za-z0-9_.\-]{0,119}+)\\?[\"']?"
     r"(?P<sep>[ \t]*+[:=][ \t]*+)"
 )
 # --password X, --password=X, --api-key X, -u user:pass (curl), --user user:pass
@@ -136,34 +147,54 @@ _PROSE = re.compile(
     r"(?!(?:for|to|is|and|or|the|a|an|of|in|on|was|not|with|authentication|failed|required|"
     r"incorrect|invalid|must|should)(?![A-Za-z0-9_]))(?P<value>[^\s\"',;]{3,}+)"
 )  # fmt: skip
-# mysql -pPASS (only on a line that runs mysql/mariadb: `ssh -p2222` keeps its port)
-_MYSQL_P = re.compile(r"-p(?<![A-Za-z0-9_-]..)(?P<value>[^\s\"'-][^\s\"']*+)")
-_MYSQL = re.compile(r"(?i)\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb)")
+# mysql -pPASS, sshpass -p PASS, docker login -p PASS (only on a line that runs one of them:
+# `ssh -p2222` keeps its port)
+_CLI_P = re.compile(
+    r"-p(?<![A-Za-z0-9_-]..)(?:[ \t]++(?P<quoted>\"[^\"\n]{1,200}+\"|'[^'\n]{1,200}+')|"
+    r"[ \t]*+(?P<value>[^\s\"'-][^\s\"']*+))"
+)
+_CLI_P_CONTEXT = re.compile(
+    r"(?i)\b(?:mysql|mariadb|sshpass|(?:docker|podman|nerdctl)[ \t]++login)(?![A-Za-z0-9_])|"
+    r"\bmysql(?:dump|admin|import|sh)\b"
+)
 _AUTH_SCHEMES = frozenset(
     "bearer basic token digest negotiate ntlm apikey aws4-hmac-sha256".split()
 )
 
 
+_CLOSERS = {")": "(", "]": "[", "}": "{"}
+
+
 def _value_end(text: str, start: int) -> int:
     """Where the value that starts at `start` ends: a quoted string (on its line, at most
-    2,000 characters), else a bare run up to a space or `,;}`."""
+    2,000 characters; `\\"...\\"` inside escaped JSON too), else the bare token up to a space
+    or a quote (`hun,ter22pw` whole), without the `,;})]` that close what holds it."""
     n = len(text)
     if start >= n:
         return start
     quote = text[start]
-    if quote in "\"'":
+    if quote == "\\" and text[start + 1 : start + 2] in ('"', "'"):
+        quote = text[start : start + 2]  # escaped JSON: \"value\"
+    if quote in ('"', "'", '\\"', "\\'"):
         limit = min(n, start + 2000)
         eol = text.find("\n", start + 1, limit)
-        close = text.find(quote, start + 1, eol if eol != -1 else limit)
-        while close != -1 and text[close - 1] == "\\":  # an escaped quote (JSON)
-            close = text.find(quote, close + 1, eol if eol != -1 else limit)
+        stop = eol if eol != -1 else limit
+        close = text.find(quote, start + len(quote), stop)
+        while len(quote) == 1 and close != -1 and text[close - 1] == "\\":  # escaped quote
+            close = text.find(quote, close + 1, stop)
         if close != -1:
-            return close + 1
-        start += 1
+            return close + len(quote)
+        start += len(quote)
     end = start
     limit = min(n, start + 2000)
-    while end < limit and text[end] not in " \t\r\n,;}\"'":
+    while end < limit and text[end] not in " \t\r\n\"'":
         end += 1
+    opened = {c for c in "([{" if c in text[start:end]}  # once: no slice per character
+    while end > start and (
+        text[end - 1] in ",;\\"
+        or (text[end - 1] in _CLOSERS and _CLOSERS[text[end - 1]] not in opened)
+    ):
+        end -= 1
     return end
 
 
@@ -183,7 +214,7 @@ def _substitute_values(text: str, pattern: re.Pattern[str], decide, kind: str) -
             continue
         end = _value_end(text, start)
         value = text[start:end]
-        bare = value.strip("\"'")
+        bare = value.strip("\"'\\")
         if bare.lower() in _AUTH_SCHEMES and end < n and text[end] in " \t":
             end = _value_end(text, end + 1)  # `Authorization: Bearer <token>`
         elif m.groupdict().get("name", "").lower().replace("-", "") in ("cookie", "setcookie"):
@@ -197,7 +228,8 @@ def _substitute_values(text: str, pattern: re.Pattern[str], decide, kind: str) -
         ):
             search_from = max(end, m.end())
             continue
-        quote = value[0] if value[:1] in "\"'" and value[-1:] == value[:1] else ""
+        quote = value[:2] if value[:2] in ('\\"', "\\'") else value[:1]
+        quote = quote if quote in ('"', "'", '\\"', "\\'") and value.endswith(quote) else ""
         out.append(text[pos:start])
         out.append(f"{quote}[REDACTED:{kind}]{quote}")
         pos = search_from = end
@@ -254,8 +286,8 @@ def redact(text: str) -> str:
         text = _substitute_values(text, _FLAG, _flag_names_secret, "secret")
     if "ass" in text or "ASS" in text:
         text = _PROSE.sub(lambda m: _prose_password(m, text), text)
-    if "-p" in text and _MYSQL.search(text):
-        text = _mysql_passwords(text)
+    if "-p" in text:
+        text = _cli_passwords(text)
     return text
 
 
@@ -280,14 +312,34 @@ def _flag_names_secret(m: re.Match[str], text: str) -> bool:
     return secret_name(name)
 
 
-def _mysql_passwords(text: str) -> str:
-    def sub(m: re.Match[str]) -> str:
-        line_start = text.rfind("\n", max(0, m.start() - 500), m.start()) + 1
-        if _MYSQL.search(text, max(line_start, m.start() - 500), m.start()) is None:
-            return m.group(0)
-        return "-p[REDACTED:password]"
+def _cli_passwords(text: str) -> str:
+    """`-pPASS` / `-p PASS` where mysql, sshpass or docker login runs before it on its line
+    (within 500 characters). The programs are found once per line, each `-p` looks its
+    nearest one up (a bisection): linear in the text, however many `-p` it holds."""
+    import bisect
 
-    return _MYSQL_P.sub(sub, text)
+    out: list[str] = []
+    for line in text.splitlines(keepends=True):
+        if "-p" not in line:
+            out.append(line)
+            continue
+        ends = [m.end() for m in _CLI_P_CONTEXT.finditer(line)]
+        if not ends:
+            out.append(line)
+            continue
+
+        def sub(m: re.Match[str], ends: list[int] = ends) -> str:
+            i = bisect.bisect_right(ends, m.start())
+            if not i or m.start() - ends[i - 1] > 500:
+                return m.group(0)
+            value = m.group("quoted") or m.group("value")
+            if _placeholder(value):
+                return m.group(0)
+            return m.group(0)[: m.start("quoted" if m.group("quoted") else "value") - m.start()] \
+                + "[REDACTED:password]"  # fmt: skip
+
+        out.append(_CLI_P.sub(sub, line))
+    return "".join(out)
 
 
 # -- structures ---------------------------------------------------------------------------
@@ -335,5 +387,58 @@ def redact_value(value, depth: int = 0):
                 out[key] = redact_value(v, depth + 1)
         return out
     if isinstance(value, list):
-        return [redact_value(v, depth + 1) for v in value]
+        return [redact_value(v, depth + 1) for v in redact_items(value)]
     return value
+
+
+_ARG_FLAG = re.compile(r"--?+(?P<name>[A-Za-z][A-Za-z0-9_-]{0,60}+)")
+_PROGRAMS_P = frozenset(  # programs whose `-p` is a password
+    "mysql mysqldump mysqladmin mysqlimport mysqlsh mariadb sshpass".split()
+)
+
+
+def _names_p_program(text: str) -> bool:
+    """An argv element naming such a program (`mysql`, `/usr/bin/sshpass`, `mysql.exe`); a
+    look at its last 40 characters only."""
+    base = text[-40:].replace("\\", "/").rsplit("/", 1)[-1].lower()
+    return base.removesuffix(".exe") in _PROGRAMS_P
+
+
+def redact_items(items: list) -> list:
+    """A list's strings read together, as an argv or a pair: the element after a flag that
+    names a secret (`["--password", "X"]`, `["-u", "bob:X"]` as curl's `user:pass`, `-p X`
+    after mysql, sshpass or `docker login`), `["mysql", "-pX"]`, and the value of a
+    two-element `[name, value]` whose name says secret (`["X-Api-Key", "..."]`). Other
+    elements are returned as they are (`redact` still reads each)."""
+    n = len(items)
+    if not n or not any(isinstance(v, str) for v in items):
+        return items
+    out = list(items)
+    if n == 2 and isinstance(items[0], str) and isinstance(items[1], str):
+        if secret_name(items[0].strip().rstrip(":=").strip()):
+            out[1] = secret_value(items[0], items[1])
+            return out
+    context, prev = False, ""
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            prev = ""
+            continue
+        text = item.strip()
+        nxt = items[i + 1] if i + 1 < n and isinstance(items[i + 1], str) else None
+        m = _ARG_FLAG.fullmatch(text)
+        if context and text.startswith("-p") and len(text) > 2 and not _placeholder(text[2:]):
+            out[i] = item[: item.index("-p") + 2] + "[REDACTED:password]"
+        elif m is not None and nxt is not None and not _placeholder(nxt):
+            name = m.group("name")
+            if name in ("u", "user"):
+                if ":" in nxt.strip(":"):
+                    out[i + 1] = nxt.split(":", 1)[0] + ":" + REDACTED
+            elif text == "-p":
+                if context:
+                    out[i + 1] = "[REDACTED:password]"
+            elif (text.startswith("--") or len(name) > 1) and secret_name(name):
+                out[i + 1] = REDACTED
+        if _names_p_program(text) or (text == "login" and prev.endswith(("docker", "podman"))):
+            context = True
+        prev = text
+    return out

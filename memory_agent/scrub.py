@@ -10,7 +10,13 @@ today's redaction (`memory_agent.redact`) over everything captured so far:
   that appends meanwhile starts a new plain file, nothing is lost - then gzipped, redacted, into
   a part exactly as `journal.compact` names it;
 - the usage events (`events/`, plain and gzipped): the free text of each event;
-- the gate's inbox (`inbox/state.json`): proposals quote commands and errors;
+- the gate's inbox (`inbox/state.json`): proposals quote commands and errors; and the gate's
+  read positions of each session whose files were rewritten are reset (it knows a file by
+  the hash of its first line and reads on from an offset: a rewritten file would be read
+  again whole, its episodes counted twice), with its observations from that session, so
+  the gate reads the session once more, cleanly. The daemon's gate must not run meanwhile:
+  at start the scrub holds the gate's lock; `memory-agent scrub` stops a running daemon
+  when it has a journal file or the state to rewrite, and holds the spawn lock throughout;
 - temp files a crashed compaction left behind (they hold unredacted copies) are removed.
 
 Episodes are derived from the journal, so the index follows: a daemon re-derives a session's
@@ -152,7 +158,11 @@ def _stale_temps(folder: Path) -> int:
 
 
 def scrub_journal(folder: Path) -> dict[str, int]:
-    report = {"files": 0, "rewritten": 0, "lines": 0, "temps_removed": 0}
+    """Redact the journal's files; `sessions` in the report: the sessions whose files were
+    rewritten (the gate's read positions for them no longer hold)."""
+    report: dict[str, Any] = {"files": 0, "rewritten": 0, "lines": 0, "temps_removed": 0,
+                              "sessions": []}  # fmt: skip
+    touched: set[str] = set()
     if not folder.is_dir():
         return report
     report["temps_removed"] = _stale_temps(folder)
@@ -168,9 +178,11 @@ def scrub_journal(folder: Path) -> dict[str, int]:
         _, changed = _changed(_read(aside), _JOURNAL)
         report["lines"] += changed
         report["rewritten"] += changed > 0
+        if changed:
+            touched.add(aside.name[: -len(".jsonl.compacting")])
     journal.finish_asides(folder, _JOURNAL)
     report["files"] = sum(len(p) for p in journal.sessions(folder).values())
-    for parts in journal.sessions(folder).values():
+    for name, parts in journal.sessions(folder).items():
         for path in parts:
             if not path.name.endswith(".gz"):
                 continue
@@ -183,6 +195,8 @@ def scrub_journal(folder: Path) -> dict[str, int]:
                 _replace(path, lines)
                 report["rewritten"] += 1
                 report["lines"] += changed
+                touched.add(name)
+    report["sessions"] = sorted(touched)
     return report
 
 
@@ -210,18 +224,68 @@ def scrub_events(folder: Path, keep: Iterable[Path] = ()) -> dict[str, int]:
     return report
 
 
-def scrub_inbox(home: Path) -> int:
-    """Redact the gate's proposals (they quote commands and errors); 1 if rewritten."""
+def scrub_inbox(home: Path, sessions: Iterable[str] = ()) -> int:
+    """Redact the gate's proposals (they quote commands and errors); 1 if redacted. And
+    `reset_gate_sessions` for the `sessions` whose journal files were rewritten, in the same
+    atomic write of the state."""
     path = home / "inbox" / "state.json"
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return 0
-    clean = redact_value(state)
-    if clean == state:
+    if not isinstance(state, dict):
         return 0
-    _replace(path, [json.dumps(clean, ensure_ascii=False, indent=1).encode("utf-8")])
-    return 1
+    reset = reset_gate_sessions(state, sessions)
+    clean = redact_value(state)
+    if clean == state and not reset:
+        return 0
+    from ragcore import atomic_write  # the gate's own helper (`Gate._save`), same format
+
+    atomic_write(path, json.dumps(clean, ensure_ascii=False, indent=1), mode=0o600)
+    return int(clean != state)
+
+
+def reset_gate_sessions(state: dict[str, Any], sessions: Iterable[str]) -> bool:
+    """Make the gate read these sessions again from their start, once, without counting
+    anything twice. The gate knows a journal file by the hash of its first line and reads on
+    from a byte offset (`memory_agent.gate._scan`): a rewritten file no longer matches, and
+    it would be read whole ON TOP of what was already counted. So each session's read
+    positions, prompt counter and open episode (`journal[name]`) go, and so do the
+    observations derived from it (its episode ids and its name in `observed`; an observation
+    left with no episode goes). What the gate decided (promoted, proposed, rejected, skipped)
+    stays: the episodes it reads again have the same ids. Whether anything changed."""
+    names = set(sessions)
+    if not names:
+        return False
+    changed = False
+    positions = state.get("journal")
+    if isinstance(positions, dict):
+        for name in names & set(positions):
+            del positions[name]
+            changed = True
+    observed = state.get("observed")
+    if isinstance(observed, dict):
+        for key in list(observed):
+            obs = observed[key]
+            if not isinstance(obs, dict):
+                continue
+            episodes = [e for e in obs.get("episodes", [])
+                        if not (isinstance(e, str) and _episode_session(e) in names)]  # fmt: skip
+            kept = [s for s in obs.get("sessions", []) if s not in names]
+            if episodes == obs.get("episodes", []) and kept == obs.get("sessions", []):
+                continue
+            changed = True
+            if episodes:
+                obs["episodes"], obs["sessions"] = episodes, kept
+            else:
+                del observed[key]
+    return changed
+
+
+def _episode_session(episode_id: str) -> str:
+    """`episodes/<session>/<n>` -> `<session>` (session names hold no `/`)."""
+    parts = episode_id.rsplit("/", 2)
+    return parts[1] if len(parts) == 3 else ""
 
 
 def auto_lessons(home: Path) -> list[dict[str, str]]:
@@ -259,21 +323,52 @@ def needed(home: Path) -> bool:
 
 
 def scrub_home(
-    home: Path, *, events_keep: Iterable[Path] = (), mark: bool = True
+    home: Path,
+    *,
+    events_keep: Iterable[Path] = (),
+    mark: bool = True,
+    gate_lock: Any = None,
 ) -> dict[str, Any]:
     """Scrub the home's journal, usage events and gate inbox; write the marker (with `mark`).
-    The report: what was rewritten and the `source: auto` lessons to review."""
+    The gate's read positions of each session whose files were rewritten are reset in its
+    state (`reset_gate_sessions`). `gate_lock` (a running daemon's, when the scrub runs
+    inside it) is held throughout, so no gate run reads a file between its rewrite and the
+    reset, nor saves a state read before it. The report: what was rewritten and the
+    `source: auto` lessons to review."""
+    import contextlib
+
     home = Path(home)
-    report: dict[str, Any] = {
-        "home": str(home),
-        "journal": scrub_journal(home / "journal"),
-        "events": scrub_events(home / "events", keep=events_keep),
-        "inbox": scrub_inbox(home),
-        "auto_lessons": auto_lessons(home),
-    }
+    with gate_lock if gate_lock is not None else contextlib.nullcontext():
+        scrubbed = scrub_journal(home / "journal")
+        report: dict[str, Any] = {
+            "home": str(home),
+            "journal": scrubbed,
+            "events": scrub_events(home / "events", keep=events_keep),
+            "inbox": scrub_inbox(home, scrubbed["sessions"]),
+            "auto_lessons": auto_lessons(home),
+        }
     if mark:
         write_marker(home)
     return report
+
+
+def needs_daemon_stopped(home: Path) -> bool:
+    """Whether the scrub would rewrite a journal file or the gate's state: then a running
+    daemon must not run its gate meanwhile (another process: no lock is shared with it)."""
+    folder = home / "journal"
+    if folder.is_dir():
+        for paths in journal.sessions(folder).values():
+            for path in paths:
+                try:
+                    if _changed(_read(path), _JOURNAL)[1]:
+                        return True
+                except (OSError, EOFError):
+                    continue
+    try:
+        state = json.loads((home / "inbox" / "state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return redact_value(state) != state
 
 
 def write_marker(home: Path) -> None:
@@ -321,7 +416,8 @@ def run_at_start(service: Any) -> None:
 
 def _scrub_files(service: Any) -> dict[str, Any] | None:
     try:
-        report = scrub_home(service.memory.home, events_keep=[service.events.path], mark=False)
+        report = scrub_home(service.memory.home, events_keep=[service.events.path], mark=False,
+                            gate_lock=getattr(service, "_gate_lock", None))  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - retried at the next start (no marker)
         log.error("scrub: failed (%s: %s); retried at the next start", type(exc).__name__, exc)
         return None
@@ -346,19 +442,29 @@ def _refresh_index(service: Any, report: dict[str, Any]) -> None:
 
 def scrub_command(home: Path, *, rebuild: bool = True) -> dict[str, Any]:
     """`memory-agent scrub`: an older daemon (it writes unredacted events) is stopped first; a
-    daemon of this version keeps running (its own events file is skipped: it is redacted).
+    daemon of this version too when a journal file or the gate's state is to be rewritten
+    (its gate must not run meanwhile), else it keeps running (its own events file is skipped:
+    it is redacted). The spawn lock is held throughout: no daemon starts meanwhile.
     If a journal record changed, the daemon builds a fresh index generation, so the episodes
     follow the scrubbed journal and the old generation's files are dropped."""
     from memory_agent import __version__
     from memory_agent.client import DaemonClient
 
     client = DaemonClient(home)
-    health, stopped = client.health(), None
-    if health is not None and health.get("version") != __version__:
-        client.stop(wait=True)
-        stopped, health = health.get("pid"), None
-    live = [] if health is None else list((home / "events").glob(f"*-{health.get('pid')}-*.jsonl"))
-    reply = scrub_home(home, events_keep=live)
+    with client._spawn_lock():  # no daemon starts while the files are rewritten
+        health, stopped = client.health(), None
+        # An older daemon writes unredacted events; this version's daemon runs its gate,
+        # which must not read a journal file between its rewrite and the reset of its read
+        # positions (`scrub_home`), nor save a state read before: stopped when that applies.
+        if health is not None and (
+            health.get("version") != __version__ or needs_daemon_stopped(home)
+        ):
+            client.stop(wait=True)
+            stopped, health = health.get("pid"), None
+        live = (
+            [] if health is None else list((home / "events").glob(f"*-{health.get('pid')}-*.jsonl"))
+        )
+        reply = scrub_home(home, events_keep=live)
     reply["stopped_daemon"] = stopped
     reply["index"] = None
     if reply["journal"]["lines"] and rebuild:

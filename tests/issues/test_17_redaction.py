@@ -20,9 +20,20 @@ import pytest
 from memory_agent import config
 from memory_agent.client import DaemonClient
 from memory_agent.events import EventLog
-from memory_agent.journal import MAX_FIELD, MAX_OUTPUT, append, read_session, sessions
+from memory_agent.gate import Gate, read_state
+from memory_agent.journal import (
+    MAX_FIELD,
+    MAX_OUTPUT,
+    REDACT_BUDGET,
+    append,
+    clean_record,
+    read_session,
+    sessions,
+)
 from memory_agent.mcp_config import hook_command
 from memory_agent.memory import Memory
+from memory_agent.redact import redact, redact_value
+from memory_agent.scrub import scrub_home
 from tests.memory_agent.mcp_helpers import ROOT, daemon_pids, env_for
 
 GH = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
@@ -173,6 +184,8 @@ def test_redaction_time_grows_linearly_on_adversarial_input():
             "hex": "0123456789abcdef", "token-like": "a_b-", "assignments": "token=",
             "flags": "--password ", "quotes": 'password:"', "jwt-ish": "eyJ-",
             "urls": "://", "words": "password is the token x ",
+            "escaped json": '\\\\"password\\\\":\\\\"', "cli -p": "sshpass -p -p ",
+            "closers": "password=" + ")" * 300 + " ",
         }
         out = {}
         for name, unit in shapes.items():
@@ -457,6 +470,197 @@ def test_the_daemon_scrubs_at_its_first_start_and_the_episodes_follow(
         assert again["index"] is None and again["stopped_daemon"] is None
         assert {p: p.stat().st_ino for p in live} == before
         assert client.health() is not None
+    finally:
+        client.stop(wait=True)
+        for pid in daemon_pids(old_home):
+            os.kill(pid, signal.SIGKILL)
+
+
+# -- review of the redaction (defects 3, 4, 7 and 9 of the reviewer's list) -------------------
+def test_a_secret_inside_escaped_json_is_redacted():
+    """`curl -d "{\"password\":\"...\"}"`: the backslash before the quotes around the name
+    defeated the pattern, the password was stored verbatim."""
+    command = 'curl https://api.example.com/login -d "{\\"username\\":\\"bob\\",' \
+              '\\"password\\":\\"hunter22pw\\"}"'  # fmt: skip
+    out = json.dumps(clean_record({"input": {"command": command}}, "s"))
+    assert "hunter22pw" not in out
+    assert "bob" in out and "[REDACTED" in out  # only the secret goes
+    assert "hunter22pw" not in redact(command.replace('"', "'"))  # \'...\' alike
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"args": ["--password", "hunter22pw"]},
+        ["mysql", "-phunter22pw"],
+        ["mysql", "-uroot", "-phunter22pw", "shop"],
+        ["curl", "-u", "bob:hunter22pw", "https://x.io"],
+        [["X-Api-Key", "hunter22pw"]],
+        ["docker", "login", "-u", "bob", "-p", "hunter22pw", "registry.io"],
+        ["sshpass", "-p", "hunter22pw", "ssh", "host"],
+    ],
+    ids=[
+        "--password",
+        "mysql -pX",
+        "mysql -uroot -pX",
+        "curl -u",
+        "header pair",
+        "docker login -p",
+        "sshpass -p",
+    ],  # fmt: skip
+)
+def test_a_secret_split_across_list_elements_is_redacted(value):
+    """Each string of a list was redacted alone: the flag naming the secret and its value
+    sit in two elements."""
+    assert "hunter22pw" not in json.dumps(clean_record({"input": value}, "s"))
+    assert "hunter22pw" not in json.dumps(redact_value(value))  # what the scrub uses
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "docker login -u bob -p hunter22pw registry.io",
+        "sshpass -p hunter22pw ssh deploy@host",
+        "password = hun,ter22pw",
+    ],
+)
+def test_cli_passwords_and_a_value_with_a_comma_are_redacted(text):
+    assert "ter22pw" not in redact(text)
+    assert "ter22pw" not in json.dumps(clean_record({"prompt": text}, "s"))
+
+
+def test_ports_and_words_stay_when_no_password_program_runs():
+    assert redact("ssh -p 2222 deploy@host") == "ssh -p 2222 deploy@host"
+    assert redact_value(["ssh", "-p", "2222", "host"]) == ["ssh", "-p", "2222", "host"]
+    assert redact_value(["--user", "bob"]) == ["--user", "bob"]
+
+
+def best_of(fn, runs: int = 3) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_many_mysql_dash_p_cost_no_more_than_the_flags_themselves():
+    """`mysql -pX -pX ...`: each `-p` searched up to 500 characters back for `mysql` (100 KB:
+    1.08 s). The programs are now found once per line: the same text with `mysql` costs
+    about what it costs without (where no `-p` can be a password)."""
+    text = ("mysql " + "-pQ " * 25_000)[:100_000]
+    other = text.replace("mysql", "mysqx", 1)
+    with_context, without = best_of(lambda: redact(text)), best_of(lambda: redact(other))
+    assert redact(text).startswith("mysql -p[REDACTED:password] -p[REDACTED:password]")
+    assert with_context < 2.5 * without, (with_context, without)
+
+
+def test_a_record_of_many_long_strings_redacts_within_one_budget():
+    """Each string of a record was redacted up to its cut plus twice the 4 KB margin: 50 long
+    strings meant ~400 KB through `redact` and a hook past its budget. Now a record has one
+    budget (`REDACT_BUDGET` characters): 50 long strings cost about what redacting the
+    budget once does (it was ~6x)."""
+    unit = "password is the token x " * 10_000  # 240 KB
+    many = {"event": "tool", "output": {f"part{i}": unit for i in range(50)}}
+    t_many = best_of(lambda: clean_record(many, "s"))
+    t_budget = best_of(lambda: redact(unit[:REDACT_BUDGET]))
+    assert t_many < 2.5 * t_budget, (t_many, t_budget)
+    out = clean_record(many, "s")["output"]
+    assert len(json.dumps(out)) < 2 * MAX_OUTPUT + 50 * 40  # still bounded as a whole
+    # mostly structure (2,500 strings of 10 KB, kept as a JSON text cut to the budget): each
+    # string was redacted up to the whole budget plus the margins, ~25 MB; now, once the
+    # record's budget is spent, each is cut to a few hundred characters first
+    nested = {"event": "tool", "output": [[unit[:10_080]] * 50 for _ in range(50)]}
+    t_nested = best_of(lambda: clean_record(nested, "s"))
+    t_2_5_mb = best_of(lambda: redact(unit * 11))
+    assert t_nested < t_2_5_mb, (t_nested, t_2_5_mb)
+    assert len(json.dumps(clean_record(nested, "s")["output"])) < 2 * MAX_OUTPUT
+
+
+def failure_fix_records(session: str, n: int, secret: str) -> list[dict]:
+    """One turn: a command fails, a file is edited, the same command passes."""
+    base = {"session": session, "client": "claude-code", "cwd": "/w"}
+    return [
+        {**base, "ts": 100.0 + n, "event": "prompt", "prompt": f"deploy, password={secret}{n}"},
+        {**base, "ts": 100.1 + n, "event": "tool", "tool": "Bash", "ok": False,
+         "input": {"command": "make deploy"}, "error": "Error: missing DEPLOY_TARGET"},
+        {**base, "ts": 100.2 + n, "event": "tool", "tool": "Edit", "ok": True,
+         "input": {"file_path": "/w/settings.py"}, "output": "ok"},
+        {**base, "ts": 100.3 + n, "event": "tool", "tool": "Bash", "ok": True,
+         "input": {"command": "make deploy"}, "output": "done"},
+        {**base, "ts": 100.4 + n, "event": "stop", "answer": "deployed"},
+    ]  # fmt: skip
+
+
+def test_scrub_resets_the_gates_read_positions_so_no_episode_is_counted_twice(capture_home):
+    """The gate knows a journal file by the hash of its first line and reads on from an
+    offset. A scrub that rewrote the first line made it read the file whole again: every
+    episode counted twice (new ids), the prompt counter doubled."""
+    home = capture_home
+    secret = "Hunt3rPassw0rdGate"
+    folder = home / "journal"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    for session in ("s-gate-a", "s-gate-b"):
+        records = [r for n in (1, 2) for r in failure_fix_records(session, n, secret)]
+        (folder / f"{session}.jsonl").write_bytes(lines(records))
+    memory = Memory(config.load({"home": str(home)}))
+    gate = Gate(memory, gateway=None)
+    first = gate.run()
+    assert first["proposed"], first  # 4 episodes of 2 sessions: a qualified lesson
+    before = read_state(home)
+    (key,) = before["observed"]
+    assert len(before["observed"][key]["episodes"]) == 4
+
+    report = scrub_home(home, mark=False)
+    assert report["journal"]["sessions"] == ["s-gate-a", "s-gate-b"]
+    assert secret not in stored(folder)
+    gate.run()
+    after = read_state(home)
+    assert sorted(after["observed"][key]["episodes"]) == sorted(before["observed"][key]["episodes"])
+    assert {n: e["prompts"] for n, e in after["journal"].items()} == {
+        "s-gate-a": 2, "s-gate-b": 2
+    }  # fmt: skip
+    assert after["proposed"].keys() == before["proposed"].keys()
+    assert secret not in stored(home / "inbox")
+    # appended after the scrub: read once, numbered on
+    with open(folder / "s-gate-a.jsonl", "ab") as fh:
+        fh.write(lines(failure_fix_records("s-gate-a", 3, "x")))
+    gate.run()
+    episodes = read_state(home)["observed"][key]["episodes"]
+    assert sorted(episodes) == sorted([*before["observed"][key]["episodes"], "episodes/s-gate-a/3"])
+
+
+def test_scrub_on_demand_stops_a_running_daemon_before_it_rewrites_the_journal(
+    old_home, shared_cache, monkeypatch
+):
+    """The daemon's gate runs in another process, with no lock the CLI could share: were it to
+    run between a file's rewrite and the reset of its read positions (or save a state read
+    before the reset), it would count the session twice. So `memory-agent scrub` stops a
+    running daemon (this version's too) when it has a journal file or the gate's state to
+    rewrite, and holds the spawn lock while it does."""
+    for key, value in env_for(old_home, shared_cache).items():
+        if key.startswith("MEMORY_AGENT_") or key == "PYTHONPATH":
+            monkeypatch.setenv(key, value)
+    (old_home / "run").mkdir(exist_ok=True)
+    (old_home / "run" / "scrub-v1").write_text("scrubbed by an earlier run\n")  # no scrub at start
+    path = old_home / "inbox" / "state.json"
+    state = json.loads(path.read_text())
+    state["journal"] = {"s-plain": {"files": {"0123456789abcdef": {"offset": 900}}, "parts": [],
+                                    "prompts": 1, "tail": None}}  # fmt: skip
+    path.write_text(json.dumps(state))
+    client = DaemonClient(old_home)
+    try:
+        client.ensure()
+        pid = client.pid()
+        proc = run_cli(old_home, "scrub", "--json", "--no-rebuild")
+        assert proc.returncode == 0, proc.stderr
+        report = json.loads(proc.stdout)
+        assert report["stopped_daemon"] == pid
+        assert client.health() is None
+        assert report["journal"]["sessions"] == ["s-gz", "s-plain"]
+        assert "s-plain" not in read_state(old_home)["journal"]  # read again, once, cleanly
+        for name, secret in OLD.items():
+            assert secret not in stored(old_home), f"{name} still stored"
     finally:
         client.stop(wait=True)
         for pid in daemon_pids(old_home):

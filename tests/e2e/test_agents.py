@@ -183,6 +183,13 @@ def test_injected_context_reaches_the_model(played):
             cited = re.findall(r"\[([A-Za-z0-9][\w./-]*)\]", block[:2000])
             known = [c for c in cited if c in ids or c.startswith("episodes/")]
             assert known, f"session {n}: no entry or episode id in the injection {block[:300]!r}"
+        if played.agent == "opencode":
+            # the plugin adds the memory to the user's message as each of the agent's requests
+            # is built: all of them carry it once, opencode's title generation (no tools) not
+            for r in (r for r in reqs if r.method == "POST" and r.body):
+                carried = harness.request_text(r.body).count(INJECTED)
+                expected = len(blocks) if r.body.get("tools") else 0
+                assert carried == expected, f"session {n}: {r.body}"[:3000]
 
 
 def _tool(records: list[dict], name_part: str) -> list[dict]:

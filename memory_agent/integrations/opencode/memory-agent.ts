@@ -86,16 +86,18 @@ export const MemoryAgent: Plugin = async ({ $, directory }) => {
       for (const message of output.messages as any[]) {
         const texts = message.info?.role === "user" ? context.get(message.info.id) : undefined
         if (!texts) continue
-        texts.forEach((text, i) =>
+        texts.forEach((text, i) => {
+          const id = `${message.info.id}-memory-${i}`
+          if (message.parts.some((p: any) => p.id === id)) return // added once
           message.parts.push({
-            id: `${message.info.id}-memory-${i}`,
+            id,
             sessionID: message.info.sessionID,
             messageID: message.info.id,
             type: "text",
             synthetic: true,
             text,
-          }),
-        )
+          })
+        })
       }
     },
     "experimental.text.complete": async (input, output) => {

@@ -38,6 +38,7 @@ from memory_agent.mcp_config import (
     OPENCODE_PLUGIN,
     READ_TOOLS,
     claude_permissions,
+    hook_command,
     hook_settings,
     proxy_command,
 )
@@ -343,11 +344,15 @@ def _plan_codex(home: Path, user_home: Path, remove: bool) -> list[_Change]:
 
 
 def _plugin_text(home: Path) -> str:
+    """The opencode plugin with this home and the fast hook command (`hookrun.py` under this
+    Python without `site`, as `init` prints it for the other agents) filled in."""
     text = OPENCODE_PLUGIN.read_text(encoding="utf-8")
-    bin_ = json.dumps(proxy_command(home)[0])
+    command = json.dumps(hook_command(home, "EVENT", "opencode")[:3])
+    hook_line = re.compile(r"^const HOOK: string\[\] = .*?$\n(?:^ .*$\n)*", re.M)
+    if not hook_line.search(text):
+        raise RuntimeError(f"{OPENCODE_PLUGIN} has no `const HOOK` line to fill in")
+    text = hook_line.sub(lambda _: f"const HOOK: string[] = {command}\n", text, count=1)
     return text.replace(
-        'process.env.MEMORY_AGENT_BIN ?? "memory-agent"', f"process.env.MEMORY_AGENT_BIN ?? {bin_}"
-    ).replace(
         "process.env.MEMORY_AGENT_HOME ?? `${process.env.HOME}/.memory-agent`",
         f"process.env.MEMORY_AGENT_HOME ?? {json.dumps(str(home))}",
     )
@@ -370,7 +375,8 @@ def _plan_opencode(home: Path, user_home: Path, remove: bool) -> list[_Change]:
     if (
         old_plugin is not None
         and "memory-agent hook" not in old_plugin
-        and "hook ${event}" not in (old_plugin)
+        and "hook ${event}" not in old_plugin
+        and "// memory-agent for opencode" not in old_plugin
     ):
         raise Conflict(
             f"{plugin} exists and is not memory-agent's plugin; nothing was changed",
@@ -414,7 +420,9 @@ NOTES = {
         "Codex fires no hook for a failing MCP tool call: the Stop hook reads those from "
         "Codex's session file.",
     ],
-    "opencode": ["the plugin calls `memory-agent hook` with this home; restart opencode"],
+    "opencode": [
+        "the plugin runs the hooks (this Python's hookrun.py) with this home; restart opencode"
+    ],
     "cursor": ["Cursor has no hooks memory-agent uses: the MCP tools only"],
 }
 

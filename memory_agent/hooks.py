@@ -523,7 +523,8 @@ def main(argv: list[str]) -> int:
             raise cfg_error
         output = run(event, payload, home, client, started + budget_ms / 1000.0, cfg)
     except _Budget:
-        _log(home, f"{event}: over the {budget_ms:.0f} ms budget; nothing injected")
+        what = "nothing injected" if event in ("prompt", "session-start") else "not journaled"
+        _log(home, f"{event}: over the {budget_ms:.0f} ms budget; {what}")
         output = ""
     except Exception as exc:  # noqa: BLE001 - a hook never breaks the agent
         _log(home, f"{event}: {type(exc).__name__}: {exc}")

@@ -21,7 +21,7 @@ from tests.e2e.scripted_model import ChatServer, Step
 PLUGIN = harness.ROOT / "memory_agent" / "integrations" / "opencode" / "memory-agent.ts"
 
 
-def env(home: Path, trap: harness.ProxyTrap, mem: dict, bin_: str) -> dict:
+def env(home: Path, trap: harness.ProxyTrap, mem: dict) -> dict:
     return harness.base_env(
         HOME=str(home),
         OPENCODE_DISABLE_AUTOUPDATE="1",
@@ -32,8 +32,6 @@ def env(home: Path, trap: harness.ProxyTrap, mem: dict, bin_: str) -> dict:
         OPENCODE_DISABLE_CLAUDE_CODE="1",
         OPENCODE_DISABLE_EMBEDDED_WEB_UI="1",
         OPENCODE_DISABLE_EXTERNAL_SKILLS="1",
-        # what `init` says the plugin runs with
-        MEMORY_AGENT_BIN=bin_,
         **trap.env(),
         **mem,
     )
@@ -56,14 +54,16 @@ class Agent:
     Server = ChatServer
 
     def env(self, server: ChatServer, trap: harness.ProxyTrap, mem: dict) -> dict:
-        return env(self.home, trap, mem, self.bin)
+        return env(self.home, trap, mem)
 
     def connect(self, init: dict[str, Any], url: str, run_env: dict[str, str], mem_home, cache):
-        """`memory-agent connect opencode --confirm` where it exists, else the MCP block `init`
-        prints in opencode.json and the plugin copied where `init` says; then a provider on
-        the scripted server."""
+        """`memory-agent connect opencode --confirm` where it exists (the plugin runs the hook
+        command it fills in), else the MCP block `init` prints in opencode.json and the plugin
+        copied where `init` says, run with the MEMORY_AGENT_BIN `init` names; then a provider
+        on the scripted server."""
         conf = self.home / ".config" / "opencode"
         if not harness.connect("opencode", mem_home, cache, run_env):
+            run_env["MEMORY_AGENT_BIN"] = self.bin
             (conf / "plugins").mkdir(parents=True, exist_ok=True)
             config = json.loads(harness.printed(init, "mcp", "opencode"))
             (conf / "opencode.json").write_text(json.dumps(config, indent=2))

@@ -40,21 +40,7 @@ INJECTED = HEADER.split("(")[0].strip()
 # Defects of the opencode plugin (memory_agent/integrations/opencode/memory-agent.ts) seen with
 # opencode 1.18.33. Strict: a test listed here fails once its defect is mended - then take it
 # out of this list.
-OPENCODE_DEFECTS = {
-    "test_injected_context_reaches_the_model": (
-        "the plugin's pending context is taken by opencode's first model call of the session, "
-        "its title generation (no tools): the agent's own requests never carry the memory; "
-        "and no session-start digest is injected"
-    ),
-    "test_journal_tool_outcomes": (
-        "a failing bash command is journaled ok=true: the plugin's tool_response carries "
-        "metadata.exit = 1, which the hook does not read"
-    ),
-    "test_journal_holds_answer_and_end": (
-        "the plugin's stop (on session.idle) sends no answer, and nothing records the end"
-    ),
-    "test_gate_learns_after_three_sessions": "follows from failing commands journaled ok=true",
-}
+OPENCODE_DEFECTS: dict[str, str] = {}
 
 
 @pytest.fixture(autouse=True)
@@ -197,6 +183,13 @@ def test_injected_context_reaches_the_model(played):
             cited = re.findall(r"\[([A-Za-z0-9][\w./-]*)\]", block[:2000])
             known = [c for c in cited if c in ids or c.startswith("episodes/")]
             assert known, f"session {n}: no entry or episode id in the injection {block[:300]!r}"
+        if played.agent == "opencode":
+            # the plugin adds the memory to the user's message as each of the agent's requests
+            # is built: all of them carry it once, opencode's title generation (no tools) not
+            for r in (r for r in reqs if r.method == "POST" and r.body):
+                carried = harness.request_text(r.body).count(INJECTED)
+                expected = len(blocks) if r.body.get("tools") else 0
+                assert carried == expected, f"session {n}: {r.body}"[:3000]
 
 
 def _tool(records: list[dict], name_part: str) -> list[dict]:

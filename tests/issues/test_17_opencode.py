@@ -1,0 +1,53 @@
+"""Issue 17, the opencode plugin: `connect opencode` fills in the fast hook command, and a
+capture hook over its budget says it journaled nothing. (The plugin's behaviour with the real
+opencode 1.18.33 - the injection in the agent's requests, a failing command's exit code, the
+answer, the end - is tested end to end in tests/e2e/test_agents.py.)"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from memory_agent import mcp_config
+from tests.issues.test_17_connect import connect, homes, ok  # noqa: F401 - homes: a fixture
+from tests.memory_agent.mcp_helpers import env_for
+
+HOOKRUN = Path(mcp_config.__file__).with_name("hookrun.py")
+
+
+def test_connect_fills_in_the_fast_hook_command(homes, shared_cache):  # noqa: F811
+    user, mem, env = homes
+    ok(connect(user, mem, shared_cache, "opencode", "--confirm", **env))
+    plugin = (user / ".config" / "opencode" / "plugins" / "memory-agent.ts").read_text()
+    hook = re.search(r"^const HOOK: string\[\] = (.*)$", plugin, re.M)
+    assert hook, plugin[:2000]
+    # what `init` prints for the other agents (mcp_config.hook_command), not `memory-agent hook`
+    assert json.loads(hook.group(1)) == [sys.executable, "-S", str(HOOKRUN)]
+    assert "MEMORY_AGENT_BIN" not in hook.group(0)
+    assert f"process.env.MEMORY_AGENT_HOME ?? {json.dumps(str(mem))}" in plugin
+    # connect recognises its own plugin again: idempotent, and --remove takes it out
+    ok(connect(user, mem, shared_cache, "opencode", "--confirm", **env))
+    ok(connect(user, mem, shared_cache, "opencode", "--remove", "--confirm", **env))
+    assert not (user / ".config" / "opencode" / "plugins" / "memory-agent.ts").exists()
+
+
+def test_a_capture_hook_over_its_budget_says_not_journaled(tmp_path, shared_cache):
+    home = tmp_path / "home"
+    for d in ("run", "kb/.git", "journal"):  # enough of a home for the hook to journal into
+        (home / d).mkdir(parents=True)
+    (home / "config.toml").write_text("hook_budget_ms = 1\n")
+    env = env_for(home, shared_cache)
+    env.pop("MEMORY_AGENT_HOOK_BUDGET_MS", None)
+    payload = {"session_id": "s", "tool_name": "bash", "tool_input": {"command": "ls"},
+               "tool_response": {"output": "ab1 " * 2_000_000, "exit_code": 0}}  # fmt: skip
+    cmd = mcp_config.hook_command(home, "tool", "opencode")
+    proc = subprocess.run(cmd, input=json.dumps(payload), capture_output=True, text=True,
+                          env=env, timeout=60)  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (0, "")
+    log = (home / "run" / "hooks.log").read_text()
+    assert "tool: over the 1 ms budget; not journaled" in log, log
+    assert "nothing injected" not in log
+    assert not list((home / "journal").iterdir())  # indeed not journaled: an 8 MB tool output

@@ -104,7 +104,7 @@ class Gateway:
             self.recover()
             replay = self.requests.replay(request_id, tool, print_)
         if replay is None:
-            self.memory.sync()
+            self.memory.sync(force=True)
         return replay, {"request_id": request_id, "tool": tool, "fingerprint": print_}
 
     def _apply(
@@ -120,7 +120,7 @@ class Gateway:
     def _finish(self, intent: Intent, commit: str) -> dict[str, Any]:
         reply = dict(intent.reply, commit=commit)
         try:
-            self.memory.sync()
+            self.memory.sync(force=True)
         except Exception as exc:
             from memory_agent.errors import describe
 
@@ -399,7 +399,7 @@ class Gateway:
                     return replay
             else:
                 request = {}
-                self.memory.sync()
+                self.memory.sync(force=True)
             old_path, old = self._load_writable(old_id)
             if old.status == "superseded":
                 raise Conflict(
@@ -484,7 +484,7 @@ class Gateway:
                     return replay
             else:
                 request = {}
-                self.memory.sync()
+                self.memory.sync(force=True)
             path, entry = self._load_writable(entry_id)
             if entry.status == "archived":
                 raise Conflict(

@@ -171,12 +171,13 @@ class Memory:
             self._embedder.cache.close()
 
     # -- keeping the index in line with the files ------------------------------------------
-    def sync(self) -> dict[str, Any]:
+    def sync(self, *, force: bool = False) -> dict[str, Any]:
         """Bring the index in line with the files (build it if there is none yet). A resident
-        memory watches the files; without a change signal it rescans at most once a second.
-        A change of the index: it holds the write lock."""
+        memory watches the files; without a change signal it rescans at most once a second -
+        except for a writer (`force`): a write's own refresh must see the file it just wrote,
+        and its dedup the entry written a moment before. Holds the write lock."""
         with self.write_lock:
-            return self._sync()
+            return self._sync(force=force)
 
     def sync_for_read(self) -> dict[str, Any] | None:
         """A sync before a read, unless a write is in flight (then None: the read answers from
@@ -191,7 +192,7 @@ class Memory:
         finally:
             self.write_lock.release()
 
-    def _sync(self) -> dict[str, Any]:
+    def _sync(self, *, force: bool = False) -> dict[str, Any]:
         index = self.index
         if not index.exists():
             changes = self.scanner.full(lambda _: None, lambda: (), self.scanner.current_corpora())
@@ -201,6 +202,7 @@ class Memory:
             return {"built": report.generation, "documents": report.documents}
         if (
             self.resident
+            and not force
             and self.scanner.watcher is None
             and time.monotonic() - self.scanner.last_full < RESCAN_EVERY_S
             and not self.scanner.wants_full()
@@ -361,7 +363,10 @@ class Memory:
         with hold, self.session():
             report = self.index.activate(prepared, loaded)
             self._keys = None
-            self.sync()  # writes that landed while the new generation was built
+            # Writes that landed while the new generation was built were applied to the old
+            # one, and the watcher's events for them are used up: rescan every stamp.
+            self.scanner.request_full()
+            self.sync(force=True)
             self.last_refresh = _now_iso()
             return {
                 "generation": report.generation,

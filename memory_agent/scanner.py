@@ -267,6 +267,11 @@ class Scanner:
             self._needs_full = True
         return self._corpora
 
+    def request_full(self) -> None:
+        """Make the next `changes` a full scan (after a rebuild, whose new generation never saw
+        the changes the watcher reported while it was being built)."""
+        self._needs_full = True
+
     def wants_full(self) -> bool:
         """True when a full scan is due for a reason that costs a few stats to see: repos.json
         changed, or a corpus folder appeared or vanished."""

@@ -304,3 +304,44 @@ def test_an_old_snapshot_answers_unchanged_after_writes_and_a_rebuild(tmp_path, 
     now = {d.id for d in index.snapshot().docs()}
     assert now == {"d0", "d1", "d2", "d3", "later"}
     assert index.snapshot().generation != old.generation
+
+
+def test_a_write_acknowledged_during_a_rebuild_is_in_the_new_generation(
+    env_home, minilm_model, monkeypatch
+):
+    """The rebuild scans, builds the new generation with no lock held, then switches: a write
+    that lands in between is applied to the old generation, and the watcher's event for it is
+    used up - the new generation must still hold it (review of issue 18)."""
+    import threading
+
+    from memory_agent.gateway import Gateway
+    from tests.memory_agent.helpers import make_memory
+
+    monkeypatch.setenv("MEMORY_AGENT_FAULT", "pause-rebuild")
+    memory = make_memory(env_home, minilm_model, resident=True)
+    memory.init(demo=True, embedder="minilm")
+    memory.require_home()
+    memory.scanner.start_watching()
+    memory.search("lock dependencies")  # the watches are set
+    gateway = Gateway(memory)
+    done: dict = {}
+    rebuild = threading.Thread(target=lambda: done.update(memory.rebuild()))
+    rebuild.start()
+    marker = memory.run_dir / "fault-pause-rebuild"
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert marker.exists(), "the rebuild never reached its pause point"
+    added = gateway.add(
+        "Zebra quokka pitfall written during a rebuild",
+        "A write that lands while the new generation is being built must survive the switch.",
+        type="pitfall",
+    )
+    assert added["status"] == "created"
+    (memory.run_dir / "fault-continue").touch()
+    rebuild.join(120)
+    assert not rebuild.is_alive() and done["generation"] != added["generation"]
+    hits = memory.search("zebra quokka pitfall written during a rebuild")["hits"]
+    assert hits and hits[0]["id"] == added["id"]
+    assert memory.status()["consistent"]
+    memory.close()

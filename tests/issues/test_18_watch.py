@@ -26,3 +26,26 @@ def test_no_inotify_switch_falls_back_to_rescans(env_home, minilm_model, monkeyp
     again = make_memory(env_home, minilm_model, resident=True)
     assert again.scanner.start_watching() is (os.uname().sysname == "Linux")
     again.close()
+
+
+def test_without_inotify_an_acknowledged_write_is_searchable_at_once_and_dedup_sees_it(
+    env_home, minilm_model, monkeypatch
+):
+    """A writer's refresh is not rate-limited: the entry a reply names is in the generation
+    it names, and an identical add right after it is a duplicate (review of issue 18)."""
+    from memory_agent.gateway import Gateway
+
+    monkeypatch.setenv("MEMORY_AGENT_NO_INOTIFY", "1")
+    memory = make_memory(env_home, minilm_model, resident=True)
+    memory.init(demo=True, embedder="minilm")
+    memory.require_home()
+    assert memory.scanner.start_watching() is False
+    gateway = Gateway(memory)
+    body = "The zebra quokka migration needs the staging flag set before the backfill runs."
+    first = gateway.add("Zebra quokka migration needs the staging flag", body, type="pitfall")
+    assert first["status"] == "created"
+    hits = memory.search("zebra quokka migration staging flag")["hits"]  # within the second
+    assert hits and hits[0]["id"] == first["id"]
+    again = gateway.add("Zebra quokka migration needs the staging flag", body, type="pitfall")
+    assert again["status"] == "duplicate" and again["duplicate_of"] == first["id"]
+    memory.close()

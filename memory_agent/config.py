@@ -159,6 +159,20 @@ SETTINGS: tuple[Setting, ...] = (
         "answer before it reports `daemon`.",
     ),
     Setting(
+        "repos",
+        "MEMORY_AGENT_REPOS",
+        "",
+        "The read-only corpora list (empty: <home>/repos.json).",
+    ),
+    Setting(
+        "no_inotify",
+        "MEMORY_AGENT_NO_INOTIFY",
+        0,
+        "1: the daemon rescans on demand instead of watching with inotify (as on macOS; to "
+        "measure that fallback, or on a filesystem inotify misreads). 0 (default): inotify "
+        "where Linux has it.",
+    ),
+    Setting(
         "fault",
         "MEMORY_AGENT_FAULT",
         "",

@@ -296,7 +296,7 @@ def run_daemon(
     cfg = config_mod.load({"home": home})
     memory = Memory(cfg, resident=True)
     memory.require_home()
-    memory.scanner.start_watching()  # inotify: a search with nothing changed reads no file
+    memory.start_watching()  # inotify: a search with nothing changed reads no file
     run_dir = memory.run_dir
     os.chmod(run_dir, 0o700)
     if not foreground:

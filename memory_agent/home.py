@@ -36,10 +36,11 @@ DEMO_OLDEST_AGE_DAYS = 40.0
 @dataclass(frozen=True)
 class Home:
     root: Path
+    repos: str = ""  # the `repos` setting: the corpora list (empty: <home>/repos.json)
 
     @classmethod
     def of(cls, cfg: config_mod.Config) -> Home:
-        return cls(cfg.home_dir)
+        return cls(cfg.home_dir, str(cfg.repos or ""))
 
     @property
     def kb_dir(self) -> Path:
@@ -59,8 +60,7 @@ class Home:
 
     @property
     def repos_file(self) -> Path:
-        env = os.environ.get("MEMORY_AGENT_REPOS")
-        return Path(env) if env else self.root / "repos.json"
+        return Path(self.repos).expanduser() if self.repos else self.root / "repos.json"
 
     def exists(self) -> bool:
         return (self.kb_dir / ".git").exists()

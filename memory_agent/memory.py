@@ -76,7 +76,7 @@ class Memory:
         clock: Clock | None = None,
     ):
         self.cfg = cfg or config_mod.load()
-        self.place = Home(self.cfg.home_dir)
+        self.place = Home.of(self.cfg)
         self.home = self.place.root
         self.kb_dir = self.place.kb_dir
         self.run_dir = self.place.run_dir
@@ -169,6 +169,11 @@ class Memory:
             self._index.close()
         if self._embedder is not None and self._embedder.cache is not None:
             self._embedder.cache.close()
+
+    def start_watching(self) -> bool:
+        """Watch the files with inotify (the daemon does; the `no_inotify` setting says not
+        to): a search with nothing changed then reads no file. True if it watches."""
+        return self.scanner.start_watching(inotify=not int(self.cfg.no_inotify))
 
     # -- keeping the index in line with the files ------------------------------------------
     def sync(self, *, force: bool = False) -> dict[str, Any]:

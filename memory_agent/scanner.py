@@ -239,9 +239,10 @@ class Scanner:
         self._needs_full = True
 
     # -- change signal --------------------------------------------------------------------
-    def start_watching(self) -> bool:
-        """Use inotify for changes between full scans (the daemon does; a CLI call does not)."""
-        if self.watcher is None and inotify_available():
+    def start_watching(self, inotify: bool = True) -> bool:
+        """Use inotify for changes between full scans (the daemon does; a CLI call does not;
+        `inotify=False`: the rescan fallback, on purpose)."""
+        if self.watcher is None and inotify and inotify_available():
             try:
                 self.watcher = Watcher()
                 self._needs_full = True  # the next sync scans everything and sets the watches

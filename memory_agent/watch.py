@@ -11,9 +11,9 @@ none. inotify misses nothing that goes through the kernel of this machine; it do
 changes on network filesystems made by other machines - for those the scanner's periodic
 full scan (at most once a second, on demand) remains.
 
-`MEMORY_AGENT_NO_INOTIFY=1` in the daemon's environment turns inotify off (read when the
-scanner starts watching): every search then stats the knowledge base's files, as on a system
-without inotify (macOS, BSD). The README's Speed section gives what that costs.
+The `no_inotify` setting (`MEMORY_AGENT_NO_INOTIFY=1`) turns inotify off (`Memory.start_watching`):
+every search then stats the knowledge base's files, as on a system without inotify (macOS,
+BSD). The README's Speed section gives what that costs.
 """
 
 from __future__ import annotations
@@ -60,8 +60,6 @@ def _lib():
 
 
 def inotify_available() -> bool:
-    if os.environ.get("MEMORY_AGENT_NO_INOTIFY", "").strip() not in ("", "0"):
-        return False  # the fallback, on purpose (measuring it, or a filesystem it misreads)
     if not hasattr(os, "uname") or os.uname().sysname != "Linux":
         return False
     try:

@@ -20,7 +20,6 @@ import hashlib
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -95,7 +94,6 @@ class OnnxMiniLM:
         # arena; turning the arena off is ~1.6x slower), then give the pages back (`_trim`).
         self._shrink = ort.RunOptions()
         self._shrink.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
-        self._lock = threading.Lock()
 
     def _encode(self, texts: Sequence[str], session, run_options=None) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(list(texts))

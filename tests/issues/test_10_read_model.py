@@ -36,7 +36,7 @@ def test_a_search_with_nothing_changed_reads_and_hashes_nothing(
     (memory.kb_dir / "note").mkdir(exist_ok=True)
     for n in range(300):
         _entry(memory.kb_dir, n, f"Routine maintenance note number {n} about the build cache.")
-    assert memory.scanner.start_watching()  # as the daemon does
+    assert memory.start_watching()  # as the daemon does
     memory.require_home()
     memory.search("build cache maintenance")  # a full scan picks the 300 files up once
     hashes = itertools.count()

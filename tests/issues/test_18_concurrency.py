@@ -321,7 +321,7 @@ def test_a_write_acknowledged_during_a_rebuild_is_in_the_new_generation(
     memory = make_memory(env_home, minilm_model, resident=True)
     memory.init(demo=True, embedder="minilm")
     memory.require_home()
-    memory.scanner.start_watching()
+    memory.start_watching()
     memory.search("lock dependencies")  # the watches are set
     gateway = Gateway(memory)
     done: dict = {}

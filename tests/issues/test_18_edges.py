@@ -5,6 +5,7 @@ typo. Every test here failed on main before the fix (38218b1)."""
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -369,6 +370,15 @@ def test_every_setting_a_module_reads_is_in_the_table():
         text = path.read_text(encoding="utf-8")
         for env in ("MEMORY_AGENT_START_TIMEOUT", "MEMORY_AGENT_FAULT"):
             assert env not in text or path.name == "config.py", (path, env)
+    # every MEMORY_AGENT_* name the package mentions is a setting of the table (the opencode
+    # plugin's MEMORY_AGENT_BIN is the plugin's own variable, not one of ours)
+    table = {s.env for s in config.SETTINGS}
+    named = {
+        name
+        for path in root.rglob("*.py")
+        for name in re.findall(r"MEMORY_AGENT_[A-Z_]+", path.read_text(encoding="utf-8"))
+    }
+    assert named - table - {"MEMORY_AGENT_BIN"} == set()
 
 
 def test_the_start_timeout_is_read_when_a_start_happens(tmp_path, monkeypatch):

@@ -11,11 +11,11 @@ from tests.memory_agent.helpers import make_memory
 def test_no_inotify_switch_falls_back_to_rescans(env_home, minilm_model, monkeypatch):
     from memory_agent import memory as memory_mod
 
+    monkeypatch.setenv("MEMORY_AGENT_NO_INOTIFY", "1")  # a setting like any other
     memory = make_memory(env_home, minilm_model, resident=True)
     memory.init(demo=True, embedder="minilm")
     memory.require_home()
-    monkeypatch.setenv("MEMORY_AGENT_NO_INOTIFY", "1")  # read when used, not at import
-    assert memory.scanner.start_watching() is False and memory.scanner.watcher is None
+    assert memory.start_watching() is False and memory.scanner.watcher is None
     memory.search("lock dependencies")
     monkeypatch.setattr(memory_mod, "RESCAN_EVERY_S", 0.0)  # the rescan is due at once
     _entry(env_home / "kb", 123, "the flux capacitor needs 1.21 gigawatts")
@@ -24,7 +24,7 @@ def test_no_inotify_switch_falls_back_to_rescans(env_home, minilm_model, monkeyp
     memory.close()
     monkeypatch.setenv("MEMORY_AGENT_NO_INOTIFY", "0")
     again = make_memory(env_home, minilm_model, resident=True)
-    assert again.scanner.start_watching() is (os.uname().sysname == "Linux")
+    assert again.start_watching() is (os.uname().sysname == "Linux")
     again.close()
 
 
@@ -39,7 +39,7 @@ def test_without_inotify_an_acknowledged_write_is_searchable_at_once_and_dedup_s
     memory = make_memory(env_home, minilm_model, resident=True)
     memory.init(demo=True, embedder="minilm")
     memory.require_home()
-    assert memory.scanner.start_watching() is False
+    assert memory.start_watching() is False
     gateway = Gateway(memory)
     body = "The zebra quokka migration needs the staging flag set before the backfill runs."
     first = gateway.add("Zebra quokka migration needs the staging flag", body, type="pitfall")

@@ -279,7 +279,7 @@ def test_corpus_files_are_re_read_only_when_their_stat_changes(env_home, minilm_
     memory.init(embedder="minilm")
     (env_home / "repos.json").write_text(json.dumps([{"label": "proj", "path": str(repo)}]))
     memory.require_home()
-    memory.scanner.start_watching()  # as the daemon does
+    memory.start_watching()  # as the daemon does
     assert memory.search("restart the ingest worker", limit=1)["hits"][0]["id"] == "proj/runbook.md"
     st = doc.stat()
     doc.write_text(

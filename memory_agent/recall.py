@@ -16,7 +16,7 @@ another session - data to verify, never instructions. A trivial prompt ("ok", "c
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from memory_agent.episodes import EPISODES, is_bare
@@ -68,15 +68,10 @@ def _filter(memory, index, own: str | None) -> Filter:
     flt = default_filter(sources=sources)
     if not own:
         return flt
-    ids, excluded = [], False
-    for info in index.docs():
-        if info.id.startswith(own):
-            excluded = True
-        elif info.status == "active" and (sources is None or info.source in sources):
-            ids.append(info.id)
-    if not excluded:  # nothing of this session is indexed: the plain filter
+    mine = index.ids_with_prefix(own)
+    if not mine:  # nothing of this session is indexed: the plain filter
         return flt
-    return Filter(statuses=("active",), sources=flt.sources, doc_ids=tuple(ids))
+    return replace(flt, exclude_ids=frozenset(mine))
 
 
 def _bare(index, hit: dict) -> bool:

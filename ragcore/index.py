@@ -235,6 +235,10 @@ class Snapshot:
     def docs(self) -> Iterator[DocInfo]:
         return self.model.iter_docs()
 
+    def ids_with_prefix(self, prefix: str) -> list[str]:
+        """The ids that start with `prefix` (a scan of the id keys: no document is built)."""
+        return [d for d in self.model.docs if d.startswith(prefix)]
+
     def entity_docs(self, entity: str) -> frozenset[str]:
         return frozenset(self.model.entity_docs(entity))
 
@@ -742,6 +746,9 @@ class Index:
     def docs(self) -> Iterator[DocInfo]:
         """Every document of the live generation (a snapshot)."""
         return self._ensure_open().docs()
+
+    def ids_with_prefix(self, prefix: str) -> list[str]:
+        return self._ensure_open().ids_with_prefix(prefix)
 
     def entity_docs(self, entity: str) -> frozenset[str]:
         """The documents whose text names `entity` (lower-case, as `DocInfo.entities`)."""

@@ -463,6 +463,8 @@ class ReadModel:
             idx = [self._doc_row[d] for d in flt.doc_ids if d in self._doc_row]
             listed[idx] = True
             rows &= listed
+        if flt.exclude_ids:
+            rows[[self._doc_row[d] for d in flt.exclude_ids if d in self._doc_row]] = False
         return rows[self._slot_doc[: self.hw]] & self._alive[: self.hw]
 
     def dense_search(

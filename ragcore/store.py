@@ -38,6 +38,7 @@ class Filter:
     statuses: tuple[str, ...] | None = None
     sources: tuple[str, ...] | None = None
     doc_ids: tuple[str, ...] | None = None
+    exclude_ids: frozenset[str] | None = None  # documents never returned (a few, by id)
 
     def matches(self, payload: dict[str, Any]) -> bool:
         if self.types is not None and payload.get("type") not in self.types:
@@ -50,10 +51,12 @@ class Filter:
             return False
         if self.doc_ids is not None and payload.get("doc_id") not in self.doc_ids:
             return False
+        if self.exclude_ids and payload.get("doc_id") in self.exclude_ids:
+            return False
         return True
 
     def is_empty(self) -> bool:
-        return all(
+        return not self.exclude_ids and all(
             v is None for v in (self.types, self.tags, self.statuses, self.sources, self.doc_ids)
         )
 
@@ -203,4 +206,9 @@ def qdrant_filter(flt: Filter | None):
     ):
         if values is not None:
             must.append(models.FieldCondition(key=key, match=models.MatchAny(any=list(values))))
-    return models.Filter(must=must)
+    must_not = []
+    if flt.exclude_ids:
+        must_not.append(
+            models.FieldCondition(key="doc_id", match=models.MatchAny(any=sorted(flt.exclude_ids)))
+        )
+    return models.Filter(must=must or None, must_not=must_not or None)

@@ -129,6 +129,8 @@ FILTERS = [
     Filter(statuses=("active",), tags=("db", "ops"), sources=("repo", "wiki")),
     Filter(doc_ids=("d001", "d017", "d100", "d239")),
     Filter(doc_ids=()),
+    Filter(exclude_ids=frozenset({"d001", "d017", "d100"})),  # a session's own episodes
+    Filter(statuses=("active",), exclude_ids=frozenset({"d002", "d239", "nope"})),
 ]
 
 

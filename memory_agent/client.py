@@ -28,6 +28,7 @@ from typing import Any
 from memory_agent import __version__
 from memory_agent.errors import DaemonError, ErrorInfo, Invalid, ToolCallError, from_wire
 from memory_agent.limits import MAX_MESSAGE_BYTES, lone_surrogate
+from memory_agent.procs import pid_alive
 
 __all__ = ["DaemonClient", "DaemonError", "ToolCallError"]
 
@@ -94,7 +95,7 @@ class DaemonClient:
             pid = int((self.run_dir / "daemon.pid").read_text().strip())
         except (OSError, ValueError):
             return None
-        return pid if _alive(pid) else None
+        return pid if pid_alive(pid) else None
 
     def log_tail(self, lines: int = 15) -> str:
         log = self.run_dir / "daemon.log"
@@ -198,9 +199,9 @@ class DaemonClient:
             os.kill(pid, signal.SIGTERM)
         if wait and pid is not None:
             deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and _alive(pid):
+            while time.monotonic() < deadline and pid_alive(pid):
                 time.sleep(0.05)
-            if _alive(pid):
+            if pid_alive(pid):
                 raise DaemonError(
                     f"the daemon (pid {pid}) did not exit within {timeout:.0f} s",
                     f"it may be finishing a long write; wait, or `kill {pid}`",
@@ -306,18 +307,3 @@ def too_large(size: int) -> Invalid:
         "bytes per message",
         "shorten it: a body holds at most 100,000 characters, a query 2,000",
     )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (a child that exited but was not reaped) is not alive.
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return True

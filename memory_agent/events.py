@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_agent.policy import RECALL_COUNTS_UP_TO_RANK
+from memory_agent.procs import pid_alive
 from memory_agent.redact import redact
 
 __all__ = [
@@ -215,16 +216,6 @@ class EventLog:
                 self._fd = None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def compact(folder: Path, *, keep: Path | None = None, older_than_s: float = 86400.0) -> list[str]:
     """Gzip finished sessions' files older than `older_than_s` (never `keep`, the live one).
     Returns the names compacted. Safe to run while other processes append to their own files."""
@@ -233,7 +224,7 @@ def compact(folder: Path, *, keep: Path | None = None, older_than_s: float = 864
         return done
     for tmp in folder.glob("*.gz.tmp-*"):  # a compaction that died: its process is gone
         pid = tmp.name.rsplit("-", 2)[-2]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
     now = time.time()
     for path in sorted(folder.glob("*.jsonl")):

@@ -43,6 +43,7 @@ from typing import Any
 
 from memory_agent.errors import Conflict, GitError, MemoryAgentError, WriteFailed
 from memory_agent.gitrepo import KBRepo
+from memory_agent.procs import pid_alive
 from ragcore import atomic_write, temp_files
 
 __all__ = ["Intent", "RedoLog", "RequestLog", "fingerprint"]
@@ -164,16 +165,6 @@ class Intent:
             "request": self.request,
             "reply": self.reply,
         }
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _cause(exc: BaseException) -> str:
@@ -326,5 +317,5 @@ class RedoLog:
         """Remove temp files of this intent's atomic writes whose writer is gone."""
         for rel in intent.files:
             for tmp, pid in temp_files(self.kb_dir / rel):
-                if pid == os.getpid() or not _pid_alive(pid):  # never another live writer's
+                if pid == os.getpid() or not pid_alive(pid):  # never another live writer's
                     tmp.unlink(missing_ok=True)

@@ -44,6 +44,7 @@ from typing import Any
 
 from memory_agent import journal
 from memory_agent.events import redact_event
+from memory_agent.procs import pid_alive
 from memory_agent.redact import redact, redact_value
 
 __all__ = [
@@ -136,22 +137,12 @@ def _replace(path: Path, lines: list[bytes]) -> None:
     _fsync_dir(path.parent)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _stale_temps(folder: Path) -> int:
     """Remove temp files of compactions or scrubs whose process is gone (unredacted copies)."""
     removed = 0
     for tmp in folder.glob(".*tmp-*"):
         parts = tmp.name.rsplit("-", 2)
-        if len(parts) == 3 and parts[1].isdigit() and not _pid_alive(int(parts[1])):
+        if len(parts) == 3 and parts[1].isdigit() and not pid_alive(int(parts[1])):
             tmp.unlink(missing_ok=True)
             removed += 1
     return removed

@@ -115,7 +115,9 @@ class DaemonClient:
 
     # -- lifecycle --------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _spawn_lock(self):
+    def spawn_lock(self):
+        """Held by whoever starts a daemon of this home (and by `scrub`, so none starts while
+        it rewrites files): one starter at a time, across processes."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.run_dir / "spawn.lock", "a+") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
@@ -129,7 +131,7 @@ class DaemonClient:
         health = self.health()
         if health is not None and health.get("version") == __version__:
             return health
-        with self._spawn_lock():
+        with self.spawn_lock():
             health = self.health()
             if health is not None and health.get("version") != __version__:
                 self.stop(wait=True)  # another version: ask it to go, then start ours

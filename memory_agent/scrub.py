@@ -408,7 +408,7 @@ def run_at_start(service: Any) -> None:
 def _scrub_files(service: Any) -> dict[str, Any] | None:
     try:
         report = scrub_home(service.memory.home, events_keep=[service.events.path], mark=False,
-                            gate_lock=getattr(service, "_gate_lock", None))  # fmt: skip
+                            gate_lock=service.gate_lock)  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - retried at the next start (no marker)
         log.error("scrub: failed (%s: %s); retried at the next start", type(exc).__name__, exc)
         return None
@@ -442,7 +442,7 @@ def scrub_command(home: Path, *, rebuild: bool = True) -> dict[str, Any]:
     from memory_agent.client import DaemonClient
 
     client = DaemonClient(home)
-    with client._spawn_lock():  # no daemon starts while the files are rewritten
+    with client.spawn_lock():  # no daemon starts while the files are rewritten
         health, stopped = client.health(), None
         # An older daemon writes unredacted events; this version's daemon runs its gate,
         # which must not read a journal file between its rewrite and the reset of its read

@@ -9,7 +9,7 @@
 - Embedding happens outside any lock: a write's chunks are embedded (into the embedding
   cache) before it takes the write lock, so the write itself finds them cached; a search
   embeds its query with no lock held (ONNX Runtime and numpy release the GIL).
-- The gate's runs are serialised among themselves (`_gate_lock`); its journal parse and
+- The gate's runs are serialised among themselves (`gate_lock`); its journal parse and
   summarizer hold no other lock, and its gateway writes take the write lock.
 - The model loads in the background on first use (or at start with `preload`). While it
   loads, `search` answers from the lexical channel at once and says so (`degraded`); writes wait
@@ -94,7 +94,7 @@ class Service:
         self.lock = memory.write_lock  # writes only: reads never take it
         self._rebuild_lock = threading.Lock()
         self._stats_lock = threading.Lock()  # the live usage stats, changed by every read
-        self._gate_lock = threading.Lock()  # one gate run (or accept, reject) at a time
+        self.gate_lock = threading.Lock()  # one gate run (or accept, reject) at a time
         self._start_lock = threading.Lock()  # the model-load thread and the gate timer
         self.gate = Gate(memory, _LockedGateway(self), events=self._event)
         self._gate_timer: threading.Timer | None = None
@@ -242,7 +242,7 @@ class Service:
     def run_gate(self) -> dict[str, Any]:
         self.touch()
         self.wait_for_model()
-        with self._gate_lock:  # the journal parse and the summarizer run without the write lock
+        with self.gate_lock:  # the journal parse and the summarizer run without the write lock
             return self.gate.run(write_lock=self.lock)
 
     # -- what the browser reads (memory_agent.ui) ------------------------------------------
@@ -327,13 +327,13 @@ class Service:
     def accept(self, proposal_id: str) -> dict[str, Any]:
         self.touch()
         self.wait_for_model()
-        with self._gate_lock:  # its gateway write takes the write lock
+        with self.gate_lock:  # its gateway write takes the write lock
             return self.gate.accept(proposal_id)
 
     def reject(self, proposal_id: str, reason: str) -> dict[str, Any]:
         self.touch()
         limits.check_text("reason", reason, limits.MAX_REASON, required=True)
-        with self._gate_lock:
+        with self.gate_lock:
             return self.gate.reject(proposal_id, " ".join(reason.split()))
 
     # -- calls ----------------------------------------------------------------------------

@@ -311,3 +311,33 @@ def test_identical_episodes_are_injected_once(make_home, shared_cache):
     got = turn(home, shared_cache, "next", "what is the kestrel exporter batch size")
     ids = re.findall(r"^- \[([^\]]+)\]", got, re.M)
     assert len([i for i in ids if i.startswith("episodes/same-")]) == 1
+
+
+def test_a_lesson_the_gate_wrote_is_injected_quoted_like_an_episode(env_home, minilm_model):
+    """Under `gate = auto` a lesson is captured text written by the gate, not a person's
+    words: recall quotes it as data (review of issue 17)."""
+    from memory_agent import recall as recall_mod
+    from memory_agent.gateway import Gateway
+    from tests.memory_agent.helpers import make_memory
+
+    memory = make_memory(env_home, minilm_model, resident=True)
+    memory.init(demo=True, embedder="minilm")
+    gateway = Gateway(memory)
+    auto = gateway.add(
+        "npm test fails with zebra quokka checksum mismatch",
+        "what it printed: zebra quokka checksum mismatch; the fix that followed: npm ci",
+        type="pitfall",
+        source="auto",
+    )
+    person = gateway.add(
+        "Zebra quokka builds need the staging flag",
+        "A person's note: zebra quokka builds need the staging flag set.",
+        type="guideline",
+    )
+    found = recall_mod.recall(memory, "zebra quokka checksum mismatch staging flag", "s1")
+    lines = {line.split("]")[0].strip("- ["): line for line in found.text.splitlines()}
+    assert auto["id"] in lines and person["id"] in lines
+    assert "written by the gate from captured output" in lines[auto["id"]]
+    assert "quoted, unverified" in lines[auto["id"]]
+    assert "quoted" not in lines[person["id"]]
+    memory.close()

@@ -471,6 +471,34 @@ def cmd_stop(args: argparse.Namespace) -> int:
     )
 
 
+def _print_scrub(r: dict) -> None:
+    j, e = r["journal"], r["events"]
+    print(f"scrubbed {r['home']}")
+    print(f"  journal: {j['lines']} record(s) redacted in {j['rewritten']} file(s)")
+    print(f"  events:  {e['lines']} event(s) redacted in {e['rewritten']} of {e['files']} file(s)")
+    print(f"  inbox:   {'redacted' if r['inbox'] else 'nothing to redact'}")
+    if j["temps_removed"] or e["temps_removed"]:
+        print(f"  removed {j['temps_removed'] + e['temps_removed']} temp file(s) of a crashed run")
+    if r.get("stopped_daemon"):
+        print(f"  stopped the older daemon (pid {r['stopped_daemon']}); it restarts on next use")
+    index = r.get("index")
+    if index is None:
+        print("  index:   " + ("unchanged (no journal record changed)" if not j["lines"] else
+                             "not rebuilt (--no-rebuild): run `memory-agent rebuild`"))  # fmt: skip
+    elif "error" in index:
+        print(f"  index:   NOT rebuilt ({index['error']}); fix: {index['fix']}")
+    else:
+        print(f"  index:   rebuilt {index['generation']}: episodes follow the scrubbed journal")
+    lessons = r["auto_lessons"]
+    if not lessons:
+        print("no lesson written by the gate (source: auto) to review")
+        return
+    print(f"{len(lessons)} lesson(s) the gate wrote by itself (source: auto): review each; "
+          "archive one with the command under it")  # fmt: skip
+    for lesson in lessons:
+        print(f"  {lesson['id']}: {lesson['title']}\n    {lesson['archive']}")
+
+
 def cmd_scrub(args: argparse.Namespace) -> int:
     from memory_agent import scrub
     from memory_agent.home import Home
@@ -478,7 +506,7 @@ def cmd_scrub(args: argparse.Namespace) -> int:
     home = _home(args)
     Home(home).require()
     reply = scrub.scrub_command(home, rebuild=not args.no_rebuild)
-    return _emit(args, reply, scrub.print_report)
+    return _emit(args, reply, _print_scrub)
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:

@@ -140,7 +140,10 @@ def main() -> None:
         vectors, status, types = data(n)
         row = {"rows": n, "numpy matrix": numpy_matrix(vectors, status, types, qs)}
         if n <= args.qdrant_local_max:
-            row["qdrant-client local"] = qdrant_local(vectors, status, types, qs)
+            try:
+                row["qdrant-client local"] = qdrant_local(vectors, status, types, qs)
+            except ImportError:  # the `qdrant` extra is not installed
+                row["qdrant-client local"] = "not installed (pip install 'memory-agent[qdrant]')"
         try:
             import qdrant_edge  # noqa: F401
         except ImportError:

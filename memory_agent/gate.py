@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memory_agent import journal
 from memory_agent.episodes import Episode, Step, command_key, episodes_of
 from memory_agent.errors import Conflict, Invalid, MemoryAgentError, NotFound, RepoBusy, describe
 from memory_agent.journal import sessions
@@ -270,16 +271,8 @@ def _read_new(path: Path, files: dict[str, Any], parts: list[str]) -> tuple[list
     else:
         parts.append(path.name)  # a part never changes: never opened again
     entry["offset"] += len(data)
-    records = []
-    for line in data.decode("utf-8", errors="replace").splitlines():
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    records = [r for r in map(journal.parse_line, lines) if r is not None]
     return records, len(data)
 
 

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # annotations only: a hook does not import typing
     from typing import Any
 
 __all__ = [
+    "parse_line",
     "MAX_OUTPUT",
     "append",
     "clean",
@@ -259,6 +260,17 @@ def sessions(folder: Path) -> dict[str, list[Path]]:
     return out
 
 
+def parse_line(line: str) -> dict[str, Any] | None:
+    """One journal record, or None for a blank, torn or corrupt line (skipped, never fatal)."""
+    if not line.strip():
+        return None
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def read_session(paths: list[Path]) -> Iterator[dict[str, Any]]:
     """The records of a session's files, in order; a torn or corrupt line is skipped."""
     import gzip
@@ -268,13 +280,8 @@ def read_session(paths: list[Path]) -> Iterator[dict[str, Any]]:
         try:
             with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
                 for line in fh:
-                    if not line.strip():
-                        continue
-                    try:
-                        record = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(record, dict):
+                    record = parse_line(line)
+                    if record is not None:
                         yield record
         except (OSError, EOFError, gzip.BadGzipFile):
             continue

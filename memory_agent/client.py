@@ -30,11 +30,15 @@ from memory_agent.errors import DaemonError, ErrorInfo, Invalid, ToolCallError, 
 from memory_agent.limits import MAX_MESSAGE_BYTES, lone_surrogate
 from memory_agent.procs import pid_alive
 
-__all__ = ["DaemonClient", "DaemonError", "ToolCallError"]
+__all__ = ["DaemonClient", "DaemonError", "NotConnected", "ToolCallError"]
 
 PROTOCOL_VERSION = "2025-06-18"
 # Who is calling (the MCP client's name/version, or the CLI): recorded in query events.
 CALLER_HEADER = "X-Memory-Agent-Caller"
+
+
+class NotConnected(ConnectionError):
+    """No daemon accepted the connection: the request was never sent (safe to send again)."""
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -47,9 +51,9 @@ class _UnixConnection(http.client.HTTPConnection):
         sock.settimeout(self.timeout)
         try:
             sock.connect(self.socket_path)
-        except OSError:
+        except OSError as exc:
             sock.close()
-            raise
+            raise NotConnected(exc.errno, f"no daemon at {self.socket_path}: {exc}") from exc
         self.sock = sock
 
 

@@ -201,13 +201,19 @@ class EventLog:
         self._lock = threading.Lock()
 
     def append(self, kind: str, **fields: Any) -> dict[str, Any]:
-        event = redact_event({"kind": kind, "ts": round(self.clock(), 3), **fields})
-        data = (json.dumps(event, ensure_ascii=False) + "\n").encode("utf-8")
+        return self.append_many([(kind, fields)])[0]
+
+    def append_many(self, items: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+        """Several events in one `write` (a search's query and its recalls: one system call,
+        and a reader sees all of them or, after a crash mid-write, a torn last line it skips)."""
+        ts = round(self.clock(), 3)
+        events = [redact_event({"kind": kind, "ts": ts, **fields}) for kind, fields in items]
+        data = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in events).encode("utf-8")
         with self._lock:
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             os.write(self._fd, data)
-        return event
+        return events
 
     def close(self) -> None:
         with self._lock:

@@ -5,7 +5,9 @@ over the Unix socket, and writes each JSON response as one line on stdout. Nothi
 reaches stdout: logs go to stderr. Standard library only (no torch, numpy, qdrant, mcp).
 
 If the daemon is not running it is started (once, under the spawn lock; see
-`memory_agent.client`). If the daemon dies mid-session, the next message restarts it:
+`memory_agent.client`). A daemon seen healthy is trusted for `HEALTH_TRUST_S`, so a burst of
+calls costs one HTTP request each; one gone since is found at connect, where nothing was sent,
+and the message goes to a fresh daemon. If the daemon dies mid-session, the next message restarts it:
 read-only requests are retried; a write is retried only when it carries a `request_id` (the
 daemon then replays the first reply if the write had happened); otherwise the client gets an
 error telling it to check and retry with a request_id.
@@ -30,12 +32,13 @@ import logging
 import re
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from memory_agent import __version__
-from memory_agent.client import DaemonClient, too_large
+from memory_agent.client import DaemonClient, NotConnected, too_large
 from memory_agent.errors import DaemonError, ErrorInfo, Invalid, MemoryAgentError, NotReady
 from memory_agent.limits import MAX_MESSAGE_BYTES, lone_surrogate
 
@@ -53,6 +56,10 @@ READ_ONLY_TOOLS = {
 }  # importance: an idempotent event, safe to repeat
 WRITE_TOOLS = {"memory_add", "memory_supersede", "memory_archive"}  # retried with a request_id
 LATEST_PROTOCOL = "2025-11-25"
+# How long a daemon seen healthy (and of our version) is trusted before the next health check:
+# back-to-back calls then cost one HTTP request each, not two. A daemon gone in between is
+# found at connect (the request was never sent, so any call is resent to a fresh one).
+HEALTH_TRUST_S = 2.0
 
 
 def _retry_safe(message: dict[str, Any]) -> bool:
@@ -88,6 +95,7 @@ class Proxy:
         self.out_lock = threading.Lock()
         self.protocol_version: str | None = None
         self.caller: str | None = None
+        self._healthy_at = -HEALTH_TRUST_S  # monotonic time of the last health check
 
     def write(self, obj: dict[str, Any]) -> None:
         try:
@@ -113,6 +121,12 @@ class Proxy:
             self.write(tool_error(message["id"], info))
         else:
             self.error(message["id"], -32001, info.text)
+
+    def _ensure(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._healthy_at >= HEALTH_TRUST_S:
+            self.client.ensure()
+            self._healthy_at = time.monotonic()
 
     def _post(self, raw: bytes) -> tuple[int, bytes]:
         return self.client.post_mcp(raw, self.protocol_version, caller=self.caller)
@@ -195,9 +209,13 @@ class Proxy:
         if not (self.client.home / "kb" / ".git").exists():
             self._no_home(message)
             return
-        self.client.ensure()
+        self._ensure()
         try:
-            status, data = self._post(raw)
+            try:
+                status, data = self._post(raw)
+            except NotConnected:  # never sent: start (or find) a daemon and send it again
+                self._ensure(force=True)
+                status, data = self._post(raw)
         except (OSError, http.client.HTTPException) as exc:
             log.warning("daemon connection lost (%s); restarting it", exc)
             self.client.ensure()

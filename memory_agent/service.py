@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import secrets
@@ -73,6 +74,8 @@ class Service:
         memory.stats = folded.stats
         self.fold_report = folded
         self.events = EventLog(events_dir, clock=memory.clock)
+        self._qid_prefix = secrets.token_hex(4) + "-"
+        self._qids = itertools.count(1)
         try:  # gzip finished sessions' files; the fold reads both forms
             compacted = compact(events_dir, keep=self.events.path)
             if compacted:
@@ -356,27 +359,40 @@ class Service:
     def _log_search(
         self, query: str, found: Found, started: float, caller: str | None
     ) -> dict[str, Any]:
+        """Log the query and its hits (one write); fold the recalls into the live stats."""
         reply = found.reply
-        """Log the query and its hits; fold the recalls into the live stats at once."""
-        qid = secrets.token_hex(6)
-        self.events.append(
-            "query",
-            qid=qid,
-            # redacted with a margin, then cut exactly: a secret across the cut leaves nothing
-            text=redact(query[: QUERY_LOG_CHARS + 4096])[:QUERY_LOG_CHARS],
-            results=len(reply["hits"]),
-            latency_ms=round((time.perf_counter() - started) * 1000, 2),
-            caller=caller,
-        )
-        for rank, hit in enumerate(reply["hits"], start=1):
-            self._event(
-                "recall",
-                qid=qid,
-                entry=hit["id"],
-                rank=rank,
-                score=hit["score"],
-                channel=found.channels.get(hit["id"], "links"),
+        qid = f"{self._qid_prefix}{next(self._qids):x}"  # unique per daemon, no system call
+        items: list[tuple[str, dict[str, Any]]] = [
+            (
+                "query",
+                {
+                    "qid": qid,
+                    # redacted with a margin, then cut exactly: a secret across the cut
+                    # leaves nothing
+                    "text": redact(query[: QUERY_LOG_CHARS + 4096])[:QUERY_LOG_CHARS],
+                    "results": len(reply["hits"]),
+                    "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+                    "caller": caller,
+                },
             )
+        ]
+        for rank, hit in enumerate(reply["hits"], start=1):
+            items.append(
+                (
+                    "recall",
+                    {
+                        "qid": qid,
+                        "entry": hit["id"],
+                        "rank": rank,
+                        "score": hit["score"],
+                        "channel": found.channels.get(hit["id"], "links"),
+                    },
+                )
+            )
+        events = self.events.append_many(items)
+        with self._stats_lock:
+            for event in events[1:]:
+                apply_event(self.memory.stats, event)
         return reply
 
     def get(self, entry_id: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -72,6 +73,23 @@ def ensure_export(model_dir: Path, folder: Path) -> Path:
     return target
 
 
+MAX_QUERY_BATCH = 16
+
+
+class _Pending:
+    """A query waiting for a model run."""
+
+    __slots__ = ("error", "finished", "lead", "text", "vector", "wake")
+
+    def __init__(self, text: str):
+        self.text = text
+        self.vector: np.ndarray | None = None
+        self.error: BaseException | None = None
+        self.finished = False
+        self.lead = False  # this caller runs the model for the queries waiting
+        self.wake = threading.Event()
+
+
 class OnnxMiniLM:
     def __init__(self, model_dir: Path, onnx_file: Path):
         import onnxruntime as ort
@@ -92,6 +110,9 @@ class OnnxMiniLM:
         # A batch of 32 texts of up to 256 tokens grows ONNX Runtime's arena by ~500 MB, which
         # it would keep for the daemon's life: shrink it after each batch run (as fast as the
         # arena; turning the arena off is ~1.6x slower), then give the pages back (`_trim`).
+        self._pending: list[_Pending] = []  # queries waiting for the next combined run
+        self._pending_lock = threading.Lock()
+        self._leading = False  # a caller is running the model for the pending queries
         self._shrink = ort.RunOptions()
         self._shrink.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
 
@@ -111,7 +132,50 @@ class OnnxMiniLM:
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
 
     def query(self, text: str) -> np.ndarray:
-        return self._encode([text], self._query)[0]
+        """One query's vector. Concurrent callers are combined: with no run in progress a
+        caller runs the model at once on its own text; callers that arrive during a run wait
+        and the first of them then runs the model once for all that are waiting (no waiting
+        window: alone, a query never waits). A batch of ten short queries costs about half of
+        ten single runs, and each vector equals its single run's (the attention mask keeps the
+        padding out; tests/ragcore/test_embedding.py checks it)."""
+        item = _Pending(text)
+        with self._pending_lock:
+            self._pending.append(item)
+            if not self._leading:
+                self._leading = item.lead = True
+        if not item.lead:
+            item.wake.wait()  # done, or handed the next run
+        if item.lead and not item.finished:
+            self._run_pending()
+        if item.error is not None:
+            raise item.error
+        assert item.vector is not None
+        return item.vector
+
+    def _run_pending(self) -> None:
+        """Run the model once for the waiting queries (this caller's is the first), then hand
+        the next run to the first query still waiting, or step down."""
+        with self._pending_lock:
+            batch = self._pending[:MAX_QUERY_BATCH]
+            del self._pending[: len(batch)]
+        try:
+            vectors = self._encode([p.text for p in batch], self._query)
+            for p, vector in zip(batch, vectors, strict=True):
+                p.vector = vector
+        except BaseException as exc:  # noqa: BLE001 - every query of the run gets the error
+            for p in batch:
+                p.error = exc
+        finally:
+            with self._pending_lock:
+                if self._pending:
+                    following = self._pending[0]
+                    following.lead = True
+                    following.wake.set()
+                else:
+                    self._leading = False
+            for p in batch:
+                p.finished = True
+                p.wake.set()
 
     def documents(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
         if len(texts) <= 2 and sum(map(len, texts)) <= 400:

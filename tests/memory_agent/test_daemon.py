@@ -188,6 +188,60 @@ def test_a_killed_daemon_is_restarted_by_the_next_call(home, shared_cache):
         s.close()
 
 
+def test_back_to_back_calls_check_the_daemons_health_once_not_per_call(home, shared_cache):
+    """The proxy trusts a daemon it saw healthy for a moment (`HEALTH_TRUST_S`): a burst of
+    calls costs one HTTP request each, not a health request and the call."""
+    import io
+
+    from memory_agent.proxy import HEALTH_TRUST_S, Proxy
+
+    class Counting(DaemonClient):
+        checks = 0
+
+        def health(self, timeout: float = 2.0):
+            Counting.checks += 1
+            return super().health(timeout)
+
+    out = io.StringIO()
+    proxy = Proxy(Counting(home), out=out)
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
+    proxy.handle(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}))
+    DaemonClient(home).admin("sync")  # the model and the first index, before the burst
+    Counting.checks = 0
+    started = time.monotonic()
+    for i in range(1, 21):
+        call = {"name": "memory_search", "arguments": {"query": f"daemon restart {i}"}}
+        proxy.handle(
+            json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": call})
+        )
+    elapsed = time.monotonic() - started
+    replies = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [r["id"] for r in replies] == list(range(21))
+    assert not any(r["result"].get("isError") for r in replies[1:])
+    assert Counting.checks <= elapsed / HEALTH_TRUST_S + 1, (Counting.checks, elapsed)
+
+
+def test_a_daemon_stopped_between_calls_gets_the_next_write_sent_again(home, shared_cache):
+    """Within the trust window the proxy does not ask for health first: a daemon gone since
+    the last call is found at connect, where nothing was sent, so even a write without a
+    request_id is sent to a fresh daemon rather than reported as maybe written."""
+    s = ProxySession(home, shared_cache)
+    try:
+        s.initialize()
+        DaemonClient(home).admin("sync")
+        assert _structured(s.call("memory_index_status"))["consistent"]
+        [pid] = daemon_pids(home)
+        DaemonClient(home).stop(wait=True)
+        added = _structured(
+            s.call("memory_add", title="Sent again to a new daemon", body="No request id.")
+        )
+        assert added["status"] == "created"
+        [new_pid] = daemon_pids(home)
+        assert new_pid != pid
+    finally:
+        s.close()
+
+
 def _faulty_daemon(home, cache):
     """A daemon that SIGKILLs itself in the middle of its next write (after the commit)."""
     for pid in daemon_pids(home):

@@ -130,3 +130,71 @@ def test_minilm_through_onnx_gives_the_torch_vectors_without_torch(minilm_torch,
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["1.0", "False", "False"], out.stderr
+
+
+def test_concurrent_queries_share_one_model_run_and_get_their_own_vectors(minilm):
+    """Queries arriving while the model runs wait and are embedded together in the next run;
+    each vector equals the one its query gets alone (so a search's result does not depend on
+    who else was searching)."""
+    import threading
+
+    onnx = minilm._load_onnx()
+    texts = [
+        "why is the build slow",
+        "how do I restart the daemon after an upgrade of the package",
+        "git rebase in progress",
+        "what does the gate do with instructions found in captured tool output",
+        "x",
+    ]
+    alone = {t: onnx.query(t) for t in ["first query", *texts]}
+    runs: list[list[str]] = []
+    first_running, release = threading.Event(), threading.Event()
+    encode = onnx._encode
+
+    def held_encode(batch, session, run_options=None):
+        runs.append(list(batch))
+        if len(runs) == 1:
+            first_running.set()
+            assert release.wait(30)
+        return encode(batch, session, run_options)
+
+    onnx._encode = held_encode
+    got: dict[str, np.ndarray] = {}
+    try:
+        leader = threading.Thread(
+            target=lambda: got.__setitem__("first query", onnx.query("first query"))
+        )
+        leader.start()
+        assert first_running.wait(30)
+        others = [
+            threading.Thread(target=lambda t=t: got.__setitem__(t, onnx.query(t))) for t in texts
+        ]
+        for t in others:
+            t.start()
+        while len(onnx._pending) < len(texts):  # all five queued behind the running one
+            threading.Event().wait(0.005)
+        release.set()
+        for t in [leader, *others]:
+            t.join(30)
+    finally:
+        del onnx._encode
+    assert runs[0] == ["first query"]
+    assert sorted(runs[1]) == sorted(texts) and len(runs) == 2  # one run for the five
+    for text, vector in alone.items():
+        assert np.array_equal(got[text], vector), text
+    assert not onnx._pending and not onnx._leading
+
+
+def test_a_failed_combined_run_fails_each_of_its_queries_and_the_next_query_runs(minilm):
+    onnx = minilm._load_onnx()
+
+    def broken(batch, session, run_options=None):
+        raise RuntimeError("model run failed")
+
+    onnx._encode = broken
+    try:
+        with pytest.raises(RuntimeError, match="model run failed"):
+            onnx.query("anything")
+    finally:
+        del onnx._encode
+    assert onnx.query("anything").shape == (384,)  # nobody is left holding the lead

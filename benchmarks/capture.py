@@ -43,10 +43,10 @@ import time
 from pathlib import Path
 
 from memory_agent import config
+from memory_agent.capture.gate import read_state as gate_state
 from memory_agent.client import DaemonClient
-from memory_agent.gate import read_state as gate_state
-from memory_agent.mcp_config import hook_command
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
+from memory_agent.serve.mcp_config import hook_command
 
 ROOT = Path(__file__).resolve().parents[1]
 TITLE = re.compile(

@@ -51,8 +51,8 @@ from pathlib import Path
 
 from memory_agent import config
 from memory_agent.client import DaemonClient
-from memory_agent.memory import Memory
-from memory_agent.session import ProxySession
+from memory_agent.index.memory import Memory
+from memory_agent.serve.session import ProxySession
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT.parent / "shared" / "bench"

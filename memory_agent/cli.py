@@ -93,7 +93,7 @@ def product_searcher(cfg: config_mod.Config):
     """The search a tool call makes - the default filter (active entries, every source), then
     the ranking with empty usage stats - on the benchmark's index."""
     from memory_agent.clock import Clock
-    from memory_agent.reads import default_filter, link_graph, rank
+    from memory_agent.recall.reads import default_filter, link_graph, rank
 
     now = Clock.from_setting(cfg.clock).now()
     graphs: dict[int, dict] = {}
@@ -114,7 +114,7 @@ def _home(args: argparse.Namespace) -> Path:
 
 def _client(args: argparse.Namespace):
     from memory_agent.client import DaemonClient
-    from memory_agent.home import Home
+    from memory_agent.kb.home import Home
 
     home = _home(args)
     Home(home).require()
@@ -128,7 +128,7 @@ def _tool(args: argparse.Namespace, name: str, **arguments) -> dict:
 def _links(args: argparse.Namespace) -> dict[str, list[str]] | None:
     """--link KIND:ID (repeatable) as the tools' `links` argument."""
     from memory_agent.errors import Invalid
-    from memory_agent.kb import LINK_KINDS
+    from memory_agent.kb.entries import LINK_KINDS
 
     if not getattr(args, "link", None):
         return None
@@ -184,8 +184,8 @@ def _print_write(reply: dict) -> None:
 def cmd_init(args: argparse.Namespace) -> int:
     from memory_agent.client import DaemonClient
     from memory_agent.config import installed_embedder
-    from memory_agent.mcp_config import client_configs, hook_configs
-    from memory_agent.memory import Memory
+    from memory_agent.index.memory import Memory
+    from memory_agent.serve.mcp_config import client_configs, hook_configs
 
     cfg = config_mod.load({"home": args.home})
     # A new home records the model it starts with, so installing the bge-m3 extra later does
@@ -206,7 +206,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     reply["hooks"] = hook_configs(cfg.home_dir)
 
     def human(r: dict) -> None:
-        from memory_agent.mcp_config import ALLOW_WRITES
+        from memory_agent.serve.mcp_config import ALLOW_WRITES
 
         print(
             f"home {r['home']} (knowledge base {r['kb']}, "
@@ -251,7 +251,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_connect(args: argparse.Namespace) -> int:
-    from memory_agent.connect import connect
+    from memory_agent.serve.connect import connect
 
     cfg = config_mod.load({"home": args.home})
     reply = connect(args.agent, cfg.home_dir, confirm=args.confirm, remove=args.remove)
@@ -500,8 +500,8 @@ def _print_scrub(r: dict) -> None:
 
 
 def cmd_scrub(args: argparse.Namespace) -> int:
-    from memory_agent import scrub
-    from memory_agent.home import Home
+    from memory_agent.kb.home import Home
+    from memory_agent.serve import scrub
 
     home = _home(args)
     Home(home).require()
@@ -510,7 +510,7 @@ def cmd_scrub(args: argparse.Namespace) -> int:
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
-    from memory_agent.daemon import run_daemon
+    from memory_agent.serve.daemon import run_daemon
 
     return run_daemon(
         args.home, preload=args.preload, idle_exit=args.idle_exit, foreground=args.foreground
@@ -531,7 +531,7 @@ def cmd_web(args: argparse.Namespace) -> int:
 
 
 def cmd_hook(args: argparse.Namespace) -> int:  # reached when options come before `hook`
-    from memory_agent.hooks import main as hook_main
+    from memory_agent.capture.hooks import main as hook_main
 
     argv = [a for a in (args.event,) if a] + ["--home", str(_home(args))]
     return hook_main(argv + (["--client", args.client] if args.client else []))
@@ -923,7 +923,7 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["hook"] and not {"-h", "--help"} & set(argv):
-        from memory_agent.hooks import main as hook_main  # the fast path: no parser, stdlib
+        from memory_agent.capture.hooks import main as hook_main  # the fast path: no parser, stdlib
 
         return hook_main(argv[1:])
     parser = build_parser()

@@ -1,4 +1,4 @@
-"""The `memory-agent` command's entry point: `hook` goes straight to `memory_agent.hooks`
+"""The `memory-agent` command's entry point: `hook` goes straight to `memory_agent.capture.hooks`
 (standard library, no argument parser: an agent runs it on every prompt and tool call);
 everything else to the CLI.
 
@@ -33,7 +33,7 @@ def main() -> int:
     argv = sys.argv[1:]
     try:
         if argv[:1] == ["hook"] and "-h" not in argv and "--help" not in argv:
-            from memory_agent.hooks import main as hook_main
+            from memory_agent.capture.hooks import main as hook_main
 
             code = hook_main(argv[1:])
         else:

@@ -11,7 +11,7 @@ import sys
 
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from memory_agent.hooks import main  # noqa: E402
+from memory_agent.capture.hooks import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from memory_agent.session import ProxySession
+from memory_agent.serve.session import ProxySession
 
 
 def show(title: str, value) -> None:

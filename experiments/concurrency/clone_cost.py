@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from memory_agent import config
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
 
 
 def main() -> None:

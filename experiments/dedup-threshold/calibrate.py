@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from memory_agent import config
-from memory_agent.gateway import Gateway
-from memory_agent.kb import read_entry
-from memory_agent.memory import Memory
-from memory_agent.scanner import kb_files
+from memory_agent.index.memory import Memory
+from memory_agent.index.scanner import kb_files
+from memory_agent.kb.entries import read_entry
+from memory_agent.kb.gateway import Gateway
 
 HERE = Path(__file__).parent
 

@@ -4,9 +4,9 @@
 
 Indexes BENCH_DIR (default ../shared/bench/locomo) once through the production path
 (`ragcore.evaluate` with the product's searcher: the default filter, the ranking with empty
-usage stats) and, for every query, runs the ranking under each variant of `memory_agent.policy`
-on that same index. Prints nDCG@10 and Recall@10 per category and overall, and the mean
-ranking time of each variant.
+usage stats) and, for every query, runs the ranking under each variant of
+`memory_agent.recall.policy` on that same index. Prints nDCG@10 and Recall@10 per category and
+overall, and the mean ranking time of each variant.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from memory_agent import config, policy  # noqa: E402
-from memory_agent.reads import default_filter, link_graph, rank  # noqa: E402
+from memory_agent import config  # noqa: E402
+from memory_agent.recall import policy  # noqa: E402
+from memory_agent.recall.reads import default_filter, link_graph, rank  # noqa: E402
 from ragcore import evaluate, make_embedder, metrics, metrics_by  # noqa: E402
 from ragcore.evaluate import load_qrels, read_queries  # noqa: E402
 

@@ -8,9 +8,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory_agent import config, policy
-from memory_agent.events import apply_event
-from memory_agent.memory import Memory
+from memory_agent import config
+from memory_agent.index.memory import Memory
+from memory_agent.recall import policy
+from memory_agent.recall.events import apply_event
 
 HERE = Path(__file__).parent
 

@@ -33,7 +33,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memory_agent.errors import Invalid, MemoryAgentError, describe
-from memory_agent.kb import ENTRY_TYPES
+from memory_agent.kb.entries import ENTRY_TYPES
 from memory_agent.ui.data import UIData
 from memory_agent.ui.render import Pages
 

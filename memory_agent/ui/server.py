@@ -33,7 +33,7 @@ def serve(home: Path, port: int = 8780, *, ready: Callable[[str, int], None]) ->
     import uvicorn
 
     from memory_agent.client import DaemonClient
-    from memory_agent.home import Home
+    from memory_agent.kb.home import Home
     from memory_agent.ui.app import create_app
 
     Home(home).require()

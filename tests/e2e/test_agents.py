@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_agent.recall import HEADER
+from memory_agent.recall.injection import HEADER
 from tests.e2e import claude_code, codex, harness, opencode
 from tests.e2e.scripted_model import Request, Step
 
@@ -33,7 +33,7 @@ SESSIONS = 3
 WRITE_TOOLS = ("Write", "apply_patch", "write")  # Claude Code, Codex, opencode
 SEARCH_HIT_ID = "api-port-is-8000-not-8080"
 SEARCH_HIT_TITLE = "The API listens on port 8000 (locally and in pods), not 8080"
-# The words the injected context starts with (memory_agent.recall frames every injection).
+# The words the injected context starts with (memory_agent.recall.injection frames every injection).
 INJECTED = HEADER.split("(")[0].strip()
 
 

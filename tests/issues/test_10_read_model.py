@@ -67,7 +67,7 @@ def test_a_search_with_nothing_changed_reads_and_hashes_nothing(
 def test_without_a_change_signal_the_resident_memory_rescans_at_most_once_a_second(
     env_home, minilm_model, monkeypatch
 ):
-    from memory_agent import memory as memory_mod
+    from memory_agent.index import memory as memory_mod
 
     memory = make_memory(env_home, minilm_model, resident=True)
     memory.init(demo=True, embedder="minilm")

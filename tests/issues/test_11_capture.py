@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from memory_agent import config
+from memory_agent.capture.journal import append, compact, read_session, sessions
 from memory_agent.client import DaemonClient
-from memory_agent.journal import append, compact, read_session, sessions
-from memory_agent.mcp_config import hook_command
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
+from memory_agent.serve.mcp_config import hook_command
 from tests.memory_agent.helpers import git
 from tests.memory_agent.mcp_helpers import ROOT, daemon_pids, env_for
 

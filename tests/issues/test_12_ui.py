@@ -15,7 +15,7 @@ import pytest
 
 from memory_agent import config
 from memory_agent.client import DaemonClient
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
 from tests.browser import launch, needs_chromium
 from tests.memory_agent.helpers import git
 from tests.memory_agent.mcp_helpers import daemon_pids, env_for

@@ -10,9 +10,10 @@ import sys
 
 import pytest
 
-from memory_agent import config, policy
+from memory_agent import config
 from memory_agent.client import DaemonClient
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
+from memory_agent.recall import policy
 from ragcore import extract_entities
 from tests.memory_agent.helpers import git
 from tests.memory_agent.mcp_helpers import daemon_pids, env_for
@@ -151,7 +152,7 @@ def test_authored_link_outranks_entity_two_hops_explained_contradicts_never_boos
 
 def test_without_entity_edges_the_inferred_neighbour_gets_nothing(home, shared_cache):
     """The entity signal comes from the entity layer: switched off, it is gone."""
-    from memory_agent import reads
+    from memory_agent.recall import reads
 
     DaemonClient(home).stop(wait=True)  # one process holds a home's index: this one, now
     memory = Memory(config.load({"home": str(home)}))

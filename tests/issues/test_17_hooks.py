@@ -12,12 +12,13 @@ import time
 
 import pytest
 
-from memory_agent import config, mcp_config
+from memory_agent import config
+from memory_agent.capture.episodes import load_session
+from memory_agent.capture.journal import read_session, sessions
 from memory_agent.client import DaemonClient
-from memory_agent.episodes import load_session
-from memory_agent.journal import read_session, sessions
-from memory_agent.mcp_config import hook_command
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
+from memory_agent.serve import mcp_config
+from memory_agent.serve.mcp_config import hook_command
 from tests.memory_agent.mcp_helpers import daemon_pids, env_for
 
 CLOCK = "2026-11-30T09:00:00Z"
@@ -87,7 +88,7 @@ def test_every_printed_capture_hook_is_synchronous_and_claude_code_gets_a_permis
     # the permission rule sits beside the hooks in the Claude Code settings object
     read_only = [f"mcp__memory__{t}" for t in mcp_config.READ_TOOLS]
     assert claude_settings["permissions"]["allow"] == read_only
-    from memory_agent.tools import TOOL_NAMES
+    from memory_agent.serve.tools import TOOL_NAMES
 
     assert set(mcp_config.READ_TOOLS) | set(mcp_config.WRITE_TOOLS) == set(TOOL_NAMES)
 

@@ -11,11 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memory_agent import mcp_config
+import memory_agent
+from memory_agent.serve import mcp_config
 from tests.issues.test_17_connect import connect, homes, ok  # noqa: F401 - homes: a fixture
 from tests.memory_agent.mcp_helpers import env_for
 
-HOOKRUN = Path(mcp_config.__file__).with_name("hookrun.py")
+HOOKRUN = Path(memory_agent.__file__).with_name("hookrun.py")
 
 
 def test_connect_fills_in_the_fast_hook_command(homes, shared_cache):  # noqa: F811

@@ -18,10 +18,8 @@ from pathlib import Path
 import pytest
 
 from memory_agent import config
-from memory_agent.client import DaemonClient
-from memory_agent.events import EventLog
-from memory_agent.gate import Gate, read_state
-from memory_agent.journal import (
+from memory_agent.capture.gate import Gate, read_state
+from memory_agent.capture.journal import (
     MAX_FIELD,
     MAX_OUTPUT,
     REDACT_BUDGET,
@@ -30,10 +28,12 @@ from memory_agent.journal import (
     read_session,
     sessions,
 )
-from memory_agent.mcp_config import hook_command
-from memory_agent.memory import Memory
-from memory_agent.redact import redact, redact_value
-from memory_agent.scrub import scrub_home
+from memory_agent.capture.redact import redact, redact_value
+from memory_agent.client import DaemonClient
+from memory_agent.index.memory import Memory
+from memory_agent.recall.events import EventLog
+from memory_agent.serve.mcp_config import hook_command
+from memory_agent.serve.scrub import scrub_home
 from tests.memory_agent.mcp_helpers import ROOT, daemon_pids, env_for
 
 GH = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
@@ -159,7 +159,7 @@ def test_search_queries_are_redacted_in_the_usage_events(tmp_path):
 
 
 def test_the_service_logs_a_search_redacted(memory, tmp_path):
-    from memory_agent.service import Service
+    from memory_agent.serve.service import Service
 
     service = Service(memory)
     try:
@@ -179,7 +179,7 @@ def test_redaction_time_grows_linearly_on_adversarial_input():
     code = textwrap.dedent(
         """
         import json, sys, time
-        from memory_agent.redact import redact
+        from memory_agent.capture.redact import redact
         shapes = {
             "hex": "0123456789abcdef", "token-like": "a_b-", "assignments": "token=",
             "flags": "--password ", "quotes": 'password:"', "jwt-ish": "eyJ-",

@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 from memory_agent import config
+from memory_agent.capture.gate import Gate, read_state
 from memory_agent.clock import Clock, parse_time
-from memory_agent.gate import Gate, read_state
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
 from tests.conftest import PINNED_CLOCK
 from tests.memory_agent.mcp_helpers import env_for
 

@@ -23,7 +23,7 @@ import pytest
 
 from memory_agent import config
 from memory_agent.client import DaemonClient
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
 from ragcore import Document, Index
 from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for
 
@@ -314,7 +314,7 @@ def test_a_write_acknowledged_during_a_rebuild_is_in_the_new_generation(
     used up - the new generation must still hold it (review of issue 18)."""
     import threading
 
-    from memory_agent.gateway import Gateway
+    from memory_agent.kb.gateway import Gateway
     from tests.memory_agent.helpers import make_memory
 
     monkeypatch.setenv("MEMORY_AGENT_FAULT", "pause-rebuild")

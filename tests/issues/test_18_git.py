@@ -15,16 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from memory_agent import config, journal
+from memory_agent import config
+from memory_agent.capture import journal
+from memory_agent.capture.gate import Gate, read_state
+from memory_agent.capture.hooks import record_for
 from memory_agent.client import DaemonClient
 from memory_agent.errors import Conflict, GitError, RepoBusy, ToolCallError, describe
-from memory_agent.gate import Gate, read_state
-from memory_agent.gateway import Gateway
-from memory_agent.gitrepo import KBRepo, git_processes
-from memory_agent.hooks import record_for
-from memory_agent.kb import MAX_LINKS_READ
-from memory_agent.memory import Memory
-from memory_agent.reads import link_graph
+from memory_agent.index.memory import Memory
+from memory_agent.kb.entries import MAX_LINKS_READ
+from memory_agent.kb.gateway import Gateway
+from memory_agent.kb.gitrepo import KBRepo, git_processes
+from memory_agent.recall.reads import link_graph
 from tests.memory_agent.helpers import make_memory
 from tests.memory_agent.mcp_helpers import ROOT, daemon_pids, env_for
 

@@ -11,8 +11,8 @@ import pytest
 from memory_agent import config
 from memory_agent.client import DaemonClient
 from memory_agent.clock import parse_time
-from memory_agent.kb import ENTRY_TYPES
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
+from memory_agent.kb.entries import ENTRY_TYPES
 from tests.browser import launch, needs_chromium
 from tests.issues.test_12_ui import ARTIFACTS, UI, request
 from tests.memory_agent.helpers import git

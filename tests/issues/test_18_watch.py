@@ -9,7 +9,7 @@ from tests.memory_agent.helpers import make_memory
 
 
 def test_no_inotify_switch_falls_back_to_rescans(env_home, minilm_model, monkeypatch):
-    from memory_agent import memory as memory_mod
+    from memory_agent.index import memory as memory_mod
 
     monkeypatch.setenv("MEMORY_AGENT_NO_INOTIFY", "1")  # a setting like any other
     memory = make_memory(env_home, minilm_model, resident=True)
@@ -33,7 +33,7 @@ def test_without_inotify_an_acknowledged_write_is_searchable_at_once_and_dedup_s
 ):
     """A writer's refresh is not rate-limited: the entry a reply names is in the generation
     it names, and an identical add right after it is a duplicate (review of issue 18)."""
-    from memory_agent.gateway import Gateway
+    from memory_agent.kb.gateway import Gateway
 
     monkeypatch.setenv("MEMORY_AGENT_NO_INOTIFY", "1")
     memory = make_memory(env_home, minilm_model, resident=True)

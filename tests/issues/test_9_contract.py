@@ -16,10 +16,10 @@ import pytest
 from memory_agent import config
 from memory_agent.client import DaemonClient
 from memory_agent.errors import describe
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
 from memory_agent.proxy import TOOLS_SNAPSHOT
-from memory_agent.schemas import ERROR_CODES
-from memory_agent.tools import TOOL_NAMES, tool_list
+from memory_agent.serve.schemas import ERROR_CODES
+from memory_agent.serve.tools import TOOL_NAMES, tool_list
 from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
@@ -132,7 +132,7 @@ def test_a_bug_is_internal_never_invalid():
 def test_the_proxy_snapshot_is_the_daemons_tool_list(tools):
     snapshot = json.loads(TOOLS_SNAPSHOT.read_text(encoding="utf-8"))
     assert snapshot == tool_list() == list(tools.values()), (
-        "regenerate it: python -m memory_agent.tools > memory_agent/tools.json"
+        "regenerate it: python -m memory_agent.serve.tools > memory_agent/tools.json"
     )
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from memory_agent import config
 from memory_agent.client import DaemonClient
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
 from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for
 
 

@@ -10,8 +10,8 @@ import pytest
 from memory_agent import config
 from memory_agent.clock import Clock, parse_time
 from memory_agent.errors import Conflict, Invalid, WriteFailed, describe
-from memory_agent.gateway import Gateway
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
+from memory_agent.kb.gateway import Gateway
 from ragcore import IndexInconsistent
 from tests.memory_agent.helpers import git, make_memory
 
@@ -263,7 +263,7 @@ def test_force_writes_past_a_near_duplicate_and_says_so_in_the_commit(memory, ga
 
 # 15 -----------------------------------------------------------------------------------------
 def test_a_fresh_demo_home_has_nothing_dormant_whatever_the_date(tmp_path, minilm_model):
-    from memory_agent.gc import plan
+    from memory_agent.recall.gc import plan
 
     for when in ("2026-11-30T12:00:00Z", "2031-07-04T08:00:00Z"):
         home = tmp_path / when[:4]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from memory_agent.gateway import Gateway
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
+from memory_agent.kb.gateway import Gateway
 from ragcore import MiniLMEmbedder
 from tests.memory_agent.helpers import make_memory
 

@@ -6,9 +6,9 @@ import json
 from functools import cache
 from pathlib import Path
 
-from memory_agent.kb import read_entry
-from memory_agent.memory import DEMO_KB
-from memory_agent.scanner import kb_files
+from memory_agent.index.memory import DEMO_KB
+from memory_agent.index.scanner import kb_files
+from memory_agent.kb.entries import read_entry
 
 REWORDINGS = (
     Path(__file__).resolve().parents[2] / "experiments" / "dedup-threshold" / "rewordings.jsonl"

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from memory_agent import config as config_mod
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
 
 
 def make_memory(home: Path, model, **kw) -> Memory:

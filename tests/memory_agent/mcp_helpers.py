@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from memory_agent import session
+from memory_agent.serve import session
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,8 +13,8 @@ import pytest
 
 from memory_agent import config
 from memory_agent.client import DaemonClient
-from memory_agent.memory import Memory
-from memory_agent.tools import TOOL_NAMES
+from memory_agent.index.memory import Memory
+from memory_agent.serve.tools import TOOL_NAMES
 from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for
 
 
@@ -345,8 +345,8 @@ def test_search_answers_from_the_lexical_channel_while_the_model_loads(home, sha
 
 def test_a_daemon_of_another_version_is_replaced(home, shared_cache):
     old = (
-        "import memory_agent.service as s; s.__version__ = '0.0.1-old'\n"
-        "from memory_agent.daemon import run_daemon\n"
+        "import memory_agent.serve.service as s; s.__version__ = '0.0.1-old'\n"
+        "from memory_agent.serve.daemon import run_daemon\n"
         f"run_daemon({str(home)!r})\n"
     )
     proc = subprocess.Popen(

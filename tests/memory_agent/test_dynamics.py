@@ -8,9 +8,10 @@ import subprocess
 
 import pytest
 
-from memory_agent import __version__, config, policy
+from memory_agent import __version__, config
 from memory_agent.client import DaemonClient
-from memory_agent.memory import Memory
+from memory_agent.index.memory import Memory
+from memory_agent.recall import policy
 from tests.memory_agent.mcp_helpers import daemon_pids
 
 

@@ -5,7 +5,7 @@ import json
 import os
 import time
 
-from memory_agent.events import EventLog, compact, fold
+from memory_agent.recall.events import EventLog, compact, fold
 
 
 def _write(folder, name, events, raw_lines=()):

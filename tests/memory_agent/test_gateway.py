@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from memory_agent.errors import Conflict, Invalid, NotFound, ReadOnly
-from memory_agent.gateway import DEDUP_THRESHOLDS, Gateway
+from memory_agent.kb.gateway import DEDUP_THRESHOLDS, Gateway
 from tests.memory_agent.helpers import git, make_memory
 
 BODY = (

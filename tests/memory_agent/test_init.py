@@ -37,9 +37,9 @@ def test_the_permission_rule_allows_exactly_the_read_only_tools():
     import json
     from pathlib import Path
 
-    from memory_agent import mcp_config
+    from memory_agent.serve import mcp_config
 
-    tools = json.loads((Path(mcp_config.__file__).parent / "tools.json").read_text())
+    tools = json.loads((Path(mcp_config.__file__).parents[1] / "tools.json").read_text())
     read_only = {t["name"] for t in tools if (t.get("annotations") or {}).get("readOnlyHint")}
     assert set(mcp_config.READ_TOOLS) == read_only
     assert set(mcp_config.WRITE_TOOLS) == {t["name"] for t in tools} - read_only
@@ -48,7 +48,7 @@ def test_the_permission_rule_allows_exactly_the_read_only_tools():
 
 
 def test_the_hook_settings_call_the_hook_command_of_each_client(tmp_path):
-    from memory_agent.mcp_config import hook_settings
+    from memory_agent.serve.mcp_config import hook_settings
 
     for client in ("claude-code", "codex"):
         hooks = hook_settings(tmp_path, client)["hooks"]

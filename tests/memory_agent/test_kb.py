@@ -1,6 +1,6 @@
 import pytest
 
-from memory_agent.kb import (
+from memory_agent.kb.entries import (
     Entry,
     ValidationError,
     entry_path,

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 
-from memory_agent.mcp_config import hook_command
+from memory_agent.serve.mcp_config import hook_command
 from tests.memory_agent.mcp_helpers import daemon_pids, env_for
 
 ALLOWED = set(sys.stdlib_module_names) | {"memory_agent", "__main__"}
@@ -29,7 +29,7 @@ def imported(stderr: str) -> set[str]:
 
 def test_the_hook_command_imports_only_the_standard_library(tmp_path, shared_cache):
     from memory_agent import config
-    from memory_agent.memory import Memory
+    from memory_agent.index.memory import Memory
 
     home = tmp_path / "home"
     Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)

@@ -8,8 +8,8 @@ Two ways to run:
   index, scans (stat only; a file is read only when its stat differs from the index's) and
   closes it again.
 
-The read side of the tools is `memory_agent.reads` (search, get, history); writes go through
-`memory_agent.gateway`; creating a home is `memory_agent.home`.
+The read side of the tools is `memory_agent.recall.reads` (search, get, history); writes go through
+`memory_agent.kb.gateway`; creating a home is `memory_agent.kb.home`.
 
 Threads (the daemon serves calls concurrently): `write_lock` serialises everything that
 changes the index - a write, a sync, a rebuild's scan and switch. Reads take no lock: they
@@ -29,13 +29,13 @@ from typing import Any
 from filelock import FileLock
 
 from memory_agent import config as config_mod
-from memory_agent import reads
+from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import Clock
-from memory_agent.corpora import Corpus, load_corpora
-from memory_agent.episodes import EPISODES
-from memory_agent.events import EntryStats
-from memory_agent.home import DEMO_KB, Home
-from memory_agent.scanner import KB_SOURCE, Changes, Scanner, SourceStatus, entry_file
+from memory_agent.index.corpora import Corpus, load_corpora
+from memory_agent.index.scanner import KB_SOURCE, Changes, Scanner, SourceStatus, entry_file
+from memory_agent.kb.home import DEMO_KB, Home
+from memory_agent.recall import reads
+from memory_agent.recall.events import EntryStats
 from ragcore import (
     CachedEmbedder,
     Document,

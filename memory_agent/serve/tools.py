@@ -1,7 +1,7 @@
 """The MCP tools: names, parameters and descriptions are the contract the agent reads.
 
 Every parameter is described and bounded in the input schema; every reply has an output schema
-(`memory_agent.schemas`); annotations tell clients which tools only read (so they can be
+(`memory_agent.serve.schemas`); annotations tell clients which tools only read (so they can be
 auto-approved) and which change the memory.
 
 Errors: a tool never returns an error message as a result. Whatever goes wrong - a refusal of
@@ -22,11 +22,12 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from memory_agent import __version__, limits, schemas
+from memory_agent import __version__, limits
 from memory_agent.client import CALLER_HEADER
 from memory_agent.errors import ErrorInfo, describe
-from memory_agent.kb import ENTRY_TYPES
-from memory_agent.service import Service
+from memory_agent.kb.entries import ENTRY_TYPES
+from memory_agent.serve import schemas
+from memory_agent.serve.service import Service
 
 __all__ = ["TOOL_NAMES", "build_server", "error_result"]
 
@@ -509,7 +510,7 @@ def tool_list() -> list[dict[str, Any]]:
     return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
 
 
-if __name__ == "__main__":  # python -m memory_agent.tools > memory_agent/tools.json
+if __name__ == "__main__":  # python -m memory_agent.serve.tools > memory_agent/tools.json
     import json
     import sys
 

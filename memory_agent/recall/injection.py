@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from memory_agent.episodes import EPISODES, is_bare
-from memory_agent.journal import session_name
-from memory_agent.reads import default_filter, rank
+from memory_agent.capture.episodes import EPISODES, is_bare
+from memory_agent.capture.journal import session_name
+from memory_agent.recall.reads import default_filter, rank
 from ragcore import Filter, SearchConfig
 
 __all__ = ["Recall", "digest", "is_trivial", "recall"]

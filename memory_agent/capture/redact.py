@@ -21,7 +21,8 @@ False positives cost a word; a missed secret would sit in a file on disk - so th
 lean wide. Every pattern runs in linear time: each starts only at the boundary of its own
 character class (a look-behind) and its repeats are possessive, so no input (a megabyte of
 hex, a run of `token=token=...`) makes the engine backtrack. Callers that keep only part of a
-long text cut it first, with a margin, then redact, then cut exactly (`memory_agent.journal`).
+long text cut it first, with a margin, then redact, then cut exactly
+(`memory_agent.capture.journal`).
 
 Standard library only, cheap to import: the hook command imports it.
 """

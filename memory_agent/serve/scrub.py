@@ -2,7 +2,7 @@
 
 Versions before the structured redaction (issue 17) stored some secrets verbatim: the value of
 a `{"password": ...}` key, `curl -u user:pass`, a search query holding a token. The scrub runs
-today's redaction (`memory_agent.redact`) over everything captured so far:
+today's redaction (`memory_agent.capture.redact`) over everything captured so far:
 
 - the journal (`journal/`): every record of the plain files, the gzipped parts and any file a
   compaction left aside. A gzipped part is rewritten crash-safely under its own name (a temp
@@ -42,10 +42,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from memory_agent import journal
-from memory_agent.events import redact_event
+from memory_agent.capture import journal
+from memory_agent.capture.redact import redact, redact_value
 from memory_agent.procs import pid_alive
-from memory_agent.redact import redact, redact_value
+from memory_agent.recall.events import redact_event
 
 __all__ = [
     "MARKER",
@@ -238,7 +238,7 @@ def scrub_inbox(home: Path, sessions: Iterable[str] = ()) -> int:
 def reset_gate_sessions(state: dict[str, Any], sessions: Iterable[str]) -> bool:
     """Make the gate read these sessions again from their start, once, without counting
     anything twice. The gate knows a journal file by the hash of its first line and reads on
-    from a byte offset (`memory_agent.gate._scan`): a rewritten file no longer matches, and
+    from a byte offset (`memory_agent.capture.gate._scan`): a rewritten file no longer matches, and
     it would be read whole ON TOP of what was already counted. So each session's read
     positions, prompt counter and open episode (`journal[name]`) go, and so do the
     observations derived from it (its episode ids and its name in `observed`; an observation
@@ -281,8 +281,8 @@ def _episode_session(episode_id: str) -> str:
 def auto_lessons(home: Path) -> list[dict[str, str]]:
     """Active lessons the gate wrote by itself (`source: auto`), with the command that
     archives each."""
-    from memory_agent.kb import ValidationError, read_entry
-    from memory_agent.scanner import kb_files
+    from memory_agent.index.scanner import kb_files
+    from memory_agent.kb.entries import ValidationError, read_entry
 
     files, _ = kb_files(home / "kb")
     out = []

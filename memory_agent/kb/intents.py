@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_agent.errors import Conflict, GitError, MemoryAgentError, WriteFailed
-from memory_agent.gitrepo import KBRepo
+from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.procs import pid_alive
 from ragcore import atomic_write, temp_files
 
@@ -62,7 +62,7 @@ def _pauser(fault: str, run_dir: Path) -> Callable[[str], None] | None:
     commit after its paths are staged, before HEAD moves, until <run>/fault-continue exists."""
     if not fault.startswith("pause-"):
         return None
-    from memory_agent.memory import _pause_point  # (memory imports this module)
+    from memory_agent.index.memory import _pause_point  # (memory imports this module)
 
     return lambda point: _pause_point(fault, point, run_dir)
 

@@ -22,11 +22,11 @@ from typing import Any
 from memory_agent import config as config_mod
 from memory_agent.clock import Clock, iso, parse_time
 from memory_agent.errors import NotReady
-from memory_agent.gitrepo import KBRepo
+from memory_agent.kb.gitrepo import KBRepo
 
 __all__ = ["DEMO_KB", "Home", "demo_entries"]
 
-DEMO_KB = Path(__file__).parent / "demo_kb"
+DEMO_KB = Path(__file__).parents[1] / "demo_kb"
 SUBDIRS = ("kb", "index", "cache", "events", "journal", "run")
 _DATE_LINE = re.compile(r"^(created|updated|superseded_at|archived_at): (\S+)$", re.M)
 DEMO_NEWEST_AGE_DAYS = 2.0

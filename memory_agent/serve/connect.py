@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_agent.errors import ConfigError, Conflict, Invalid
-from memory_agent.mcp_config import (
+from memory_agent.serve.mcp_config import (
     OPENCODE_PLUGIN,
     READ_TOOLS,
     claude_permissions,

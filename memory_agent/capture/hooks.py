@@ -11,7 +11,7 @@ opencode plugin builds it). Events and what they do:
     stop           (Stop)                journal the final answer; let the gate run
     session-end    (SessionEnd)          journal the end; let the gate run
 
-Capture writes the journal directly (redacted; `memory_agent.journal`), with no daemon;
+Capture writes the journal directly (redacted; `memory_agent.capture.journal`), with no daemon;
 injection asks the daemon (`POST /hooks/recall` on its socket) and prints
 `{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`. If the daemon is not running
 the hook starts it in the background and injects nothing this time. Every hook is synchronous
@@ -288,7 +288,7 @@ def claude_denials(
 
 def _drop_journaled(calls: dict[str, Any], folder: Path, session: str) -> None:
     """Remove from `calls` the tool_use_ids the session's journal already holds (its end)."""
-    from memory_agent.journal import session_name
+    from memory_agent.capture.journal import session_name
 
     journal = folder / f"{session_name(session)}.jsonl"
     for line in _tail_lines(journal, 256_000, b'"call"'):
@@ -429,7 +429,7 @@ def run(
     event: str, payload: dict[str, Any], home: Path, client: str, deadline: float, cfg: Any = None
 ) -> str:
     """Capture and, for the events that inject, the text to print (maybe empty)."""
-    from memory_agent import journal
+    from memory_agent.capture import journal
     from memory_agent.clock import Clock
 
     if cfg is None:

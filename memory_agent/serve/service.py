@@ -26,15 +26,16 @@ import threading
 import time
 from typing import Any
 
-from memory_agent import __version__, journal, limits
-from memory_agent import recall as recall_mod
+from memory_agent import __version__, limits
+from memory_agent.capture import journal
+from memory_agent.capture.gate import Gate
+from memory_agent.capture.redact import redact
 from memory_agent.errors import Conflict, Invalid, NotReady, describe
-from memory_agent.events import EventLog, apply_event, compact, fold
-from memory_agent.gate import Gate
-from memory_agent.gateway import Gateway
-from memory_agent.memory import Memory
-from memory_agent.reads import Found, run_search
-from memory_agent.redact import redact
+from memory_agent.index.memory import Memory
+from memory_agent.kb.gateway import Gateway
+from memory_agent.recall import injection as recall_mod
+from memory_agent.recall.events import EventLog, apply_event, compact, fold
+from memory_agent.recall.reads import Found, run_search
 from ragcore import Document, chunk_document
 
 __all__ = ["Service"]
@@ -253,7 +254,7 @@ class Service:
         """Counts by type, status and source, and what the gate and gc would do."""
         from collections import Counter
 
-        from memory_agent.gc import plan
+        from memory_agent.recall.gc import plan
 
         self.touch()
         with self.memory.session():  # no lock: one snapshot of the index
@@ -423,7 +424,7 @@ class Service:
         return self.memory.history(entry_id)  # reads the files; no lock
 
     def gc(self, *, dry_run: bool = True, confirm: bool = False) -> dict[str, Any]:
-        from memory_agent.gc import plan
+        from memory_agent.recall.gc import plan
 
         self.touch()
         self.wait_for_model()
@@ -459,7 +460,7 @@ class Service:
         return self._write(self.gateway.archive, **kwargs)
 
     def status(self) -> dict[str, Any]:
-        from memory_agent.hooks import last_events
+        from memory_agent.capture.hooks import last_events
 
         reply = self._status()
         reply["clients"] = last_events(self.memory.home)  # each agent's last hook event

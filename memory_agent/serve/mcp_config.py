@@ -19,7 +19,7 @@ __all__ = [
     "proxy_command",
 ]
 
-OPENCODE_PLUGIN = Path(__file__).parent / "integrations" / "opencode" / "memory-agent.ts"
+OPENCODE_PLUGIN = Path(__file__).parents[1] / "integrations" / "opencode" / "memory-agent.ts"
 
 
 def proxy_command(home: Path) -> list[str]:
@@ -52,7 +52,7 @@ def client_configs(home: Path) -> dict[str, str]:
 def hook_command(home: Path, event: str, client: str = "claude-code") -> list[str]:
     """The absolute command of one hook: this Python without `site` (memory_agent.hookrun:
     it starts ~18 ms sooner than the `memory-agent hook` console script, which does the same)."""
-    launcher = Path(__file__).with_name("hookrun.py")
+    launcher = Path(__file__).parents[1] / "hookrun.py"
     return [sys.executable, "-S", str(launcher), event, "--home", str(home), "--client", client]
 
 

@@ -126,7 +126,7 @@ def build_app(service: Any, server_holder: dict[str, Any]):
     from starlette.responses import JSONResponse
 
     from memory_agent.errors import describe, http_status
-    from memory_agent.tools import build_server
+    from memory_agent.serve.tools import build_server
 
     mcp = build_server(service)
 
@@ -289,8 +289,8 @@ def run_daemon(
         os.environ.setdefault(name, "1")
     import uvicorn
 
-    from memory_agent.memory import Memory
-    from memory_agent.service import Service
+    from memory_agent.index.memory import Memory
+    from memory_agent.serve.service import Service
 
     os.umask(0o077)  # everything the daemon creates (index, cache, events, log) is owner-only
     cfg = config_mod.load({"home": home})
@@ -309,7 +309,7 @@ def run_daemon(
     pid_file = run_dir / "daemon.pid"
     sock_path = run_dir / "daemon.sock"
     service = Service(memory)
-    from memory_agent import scrub  # issue 17: once on upgrade, redact what was stored before
+    from memory_agent.serve import scrub  # issue 17: once on upgrade, redact what was stored before
 
     scrub.at_start(service)
     holder: dict[str, Any] = {}

@@ -1,6 +1,6 @@
 """The read side of the tools: search, get, history. Each takes the `Memory` it reads from.
 
-Search is relevance from ragcore, then the dynamics of `memory_agent.ranking` on top; it
+Search is relevance from ragcore, then the dynamics of `memory_agent.recall.ranking` on top; it
 returns, with its hits, the channel that ranked each one best (for the usage log). A search
 reads one `Index.snapshot()` from start to end and takes no lock: writes in flight never make
 it wait, and it sees each of them whole or not at all.
@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory_agent import limits, policy
-from memory_agent.episodes import EPISODES
+from memory_agent import limits
+from memory_agent.capture.episodes import EPISODES
 from memory_agent.errors import Invalid, NotFound, NotReady
-from memory_agent.kb import ENTRY_TYPES, MAX_LINKS_READ, read_entry, read_links
-from memory_agent.ranking import Edge, Ranked, _ts, rerank
-from memory_agent.scanner import read_kb_entry
+from memory_agent.index.scanner import read_kb_entry
+from memory_agent.kb.entries import ENTRY_TYPES, MAX_LINKS_READ, read_entry, read_links
+from memory_agent.recall import policy
+from memory_agent.recall.ranking import Edge, Ranked, _ts, rerank
 from ragcore import (
     DocumentError,
     Filter,
@@ -31,7 +32,7 @@ from ragcore import (
 )
 
 if TYPE_CHECKING:
-    from memory_agent.memory import Memory
+    from memory_agent.index.memory import Memory
 
 __all__ = [
     "Found",
@@ -192,8 +193,8 @@ def rank(
     use_dense: bool = True,
     config: SearchConfig | None = None,
 ) -> Found:
-    """ragcore's relevance, then the memory's dynamics (`memory_agent.ranking`): the path every
-    search takes - the tools, the CLI and `memory-agent eval`."""
+    """ragcore's relevance, then the memory's dynamics (`memory_agent.recall.ranking`): the
+    path every search takes - the tools, the CLI and `memory-agent eval`."""
     result = search(
         index,
         query,
@@ -386,8 +387,8 @@ def history(memory: Memory, entry_id: str) -> dict[str, Any]:
 
 def _episode(memory: Memory, entry_id: str) -> dict[str, Any]:
     """An episode, read from the journal (the truth of L0/L1)."""
-    from memory_agent.episodes import load_session
-    from memory_agent.journal import sessions
+    from memory_agent.capture.episodes import load_session
+    from memory_agent.capture.journal import sessions
 
     _, session, n = (entry_id.split("/") + ["", ""])[:3]
     paths = sessions(memory.place.journal_dir).get(session, [])
@@ -412,7 +413,7 @@ def _episode(memory: Memory, entry_id: str) -> dict[str, Any]:
 
 def get(memory: Memory, entry_id: str) -> dict[str, Any]:
     """An entry read from disk (the truth), KB or read-only corpus."""
-    from memory_agent.corpora import load_corpus_document
+    from memory_agent.index.corpora import load_corpus_document
 
     memory.require_home()
     limits.check_text("id", entry_id, limits.MAX_ID, required=True, one_line=True)

@@ -5,7 +5,7 @@ An episode is one turn of one agent session: the user's prompt, the tools the ag
 final answer. Its id is `episodes/<session>/<n>` (n counts the session's prompts from 1).
 Episodes are a read-only source (`source: episodes`): searchable with `include_episodes`,
 injected by the hooks, never written into the git knowledge base - lessons reach it only
-through the gate (`memory_agent.gate`).
+through the gate (`memory_agent.capture.gate`).
 
 Retention: an episode older than `journal_retention_days` leaves the index; its journal lines
 stay on disk (compacted), so nothing is lost.
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memory_agent.capture.journal import read_session
 from memory_agent.clock import iso
-from memory_agent.journal import read_session
 from ragcore import Document
 
 __all__ = [

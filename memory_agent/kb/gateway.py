@@ -18,7 +18,7 @@ Refused before anything is written:
   another branch than memory-agent's (`conflict`, naming it and the git command that ends it):
   a commit made then would be lost when the user finishes.
 
-The redo log and the request replies live in `memory_agent.intents`.
+The redo log and the request replies live in `memory_agent.kb.intents`.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from memory_agent import limits
+from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import iso
-from memory_agent.episodes import EPISODES
 from memory_agent.errors import Conflict, Invalid, NotFound, ReadOnly, WriteFailed
-from memory_agent.gitrepo import KBRepo
-from memory_agent.intents import Intent, RedoLog, RequestLog, fingerprint
-from memory_agent.kb import (
+from memory_agent.index.memory import Memory
+from memory_agent.index.scanner import KB_SOURCE, entry_file, name_taken, read_kb_entry
+from memory_agent.kb.entries import (
     ENTRY_TYPES,
     LINK_KINDS,
     Entry,
@@ -44,8 +44,8 @@ from memory_agent.kb import (
     render_entry,
     validate,
 )
-from memory_agent.memory import Memory
-from memory_agent.scanner import KB_SOURCE, entry_file, name_taken, read_kb_entry
+from memory_agent.kb.gitrepo import KBRepo
+from memory_agent.kb.intents import Intent, RedoLog, RequestLog, fingerprint
 from ragcore import Document, Filter
 
 __all__ = ["DEDUP_THRESHOLDS", "Gateway"]

@@ -49,10 +49,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_agent import journal
-from memory_agent.episodes import Episode, Step, command_key, episodes_of
+from memory_agent.capture import journal
+from memory_agent.capture.episodes import Episode, Step, command_key, episodes_of
+from memory_agent.capture.journal import sessions
 from memory_agent.errors import Conflict, Invalid, MemoryAgentError, NotFound, RepoBusy, describe
-from memory_agent.journal import sessions
 from ragcore import atomic_write
 
 __all__ = [

@@ -8,7 +8,7 @@
       prompt: "prompt"        tool: "tool", "input", "output", "ok", "error"
       stop:   "answer"        start/end: "source" / "reason"
 
-Everything is redacted (`memory_agent.redact`, on the structure: a key that names a secret
+Everything is redacted (`memory_agent.capture.redact`, on the structure: a key that names a secret
 hides its whole value) and cut before it is written: a long text is cut with a margin, then
 redacted, then cut exactly (a secret across the cut leaves no fragment; redaction never reads
 the megabytes that are not kept); nesting stops at `MAX_DEPTH`; each field is bounded as a
@@ -35,7 +35,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from memory_agent.redact import pair_names_secret, redact, redact_items, secret_name, secret_value
+from memory_agent.capture.redact import (
+    pair_names_secret,
+    redact,
+    redact_items,
+    secret_name,
+    secret_value,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: a hook does not import typing
@@ -310,7 +316,7 @@ def compact(folder: Path, *, idle_s: float = 86400.0, now: float | None = None) 
 
 def finish_asides(folder: Path, transform: Callable[[bytes], bytes] | None = None) -> list[str]:
     """Gzip the files left aside into parts (see `compact`); `transform`, if given, rewrites
-    each line on the way (`memory_agent.scrub` redacts with it). The sessions done."""
+    each line on the way (`memory_agent.serve.scrub` redacts with it). The sessions done."""
     done: list[str] = []
     _finish_asides(folder, done, transform)
     return done

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_agent.corpora import Corpus, load_corpus_document
-from memory_agent.episodes import EPISODES, load_session
+from memory_agent.capture.episodes import EPISODES, load_session
+from memory_agent.capture.journal import sessions
 from memory_agent.errors import Invalid, NotFound
-from memory_agent.journal import sessions
-from memory_agent.kb import ENTRY_TYPES, InvalidFile, ValidationError, check_id, read_entry
-from memory_agent.watch import Watcher, inotify_available
+from memory_agent.index.corpora import Corpus, load_corpus_document
+from memory_agent.index.watch import Watcher, inotify_available
+from memory_agent.kb.entries import ENTRY_TYPES, InvalidFile, ValidationError, check_id, read_entry
 from ragcore import DocInfo, Document, DocumentError
 
 __all__ = [

@@ -934,7 +934,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nmemory-agent {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader stopped early (`| head`): not an error of ours
-        from memory_agent.entry import stdout_closed
+        from memory_agent.procs import stdout_closed
 
         return stdout_closed()
     except Exception as exc:

@@ -93,7 +93,8 @@ def product_searcher(cfg: config_mod.Config):
     """The search a tool call makes - the default filter (active entries, every source), then
     the ranking with empty usage stats - on the benchmark's index."""
     from memory_agent.clock import Clock
-    from memory_agent.recall.reads import default_filter, link_graph, rank
+    from memory_agent.index.links import link_graph
+    from memory_agent.recall.reads import default_filter, rank
 
     now = Clock.from_setting(cfg.clock).now()
     graphs: dict[int, dict] = {}

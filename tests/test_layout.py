@@ -7,12 +7,16 @@ or round a longer circle. Every import counts - at module level, inside a functi
 reader has to follow and a circle at run time. The one exemption from the order: a package's
 `__init__` importing its own submodules to re-export them (ragcore's public surface). A cycle
 through an `__init__` is still a cycle (it is one at import time) and still fails.
+
+The same order is drawn in the README's "Architecture" section; the last test checks that the
+drawing names the same layers in the same order.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -264,6 +268,56 @@ def test_the_packs_package_files_import_nothing():
         if names:
             heavy[init.relative_to(ROOT).as_posix()] = [ast.unparse(n) for n in names]
     assert heavy == {}
+
+
+def _drawing() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Architecture\n", 1)[1].split("\n## ", 1)[0]
+    return section.split("```", 2)[1].splitlines()
+
+
+def _label(name: str) -> str:
+    """How the drawing writes a layer's member: `serve/` for a package, `cli` for a module."""
+    package = ROOT / Path(*name.split("."))
+    return name.rsplit(".", 1)[-1] + ("/" if package.is_dir() else "")
+
+
+def test_the_readme_draws_the_same_layers_in_the_same_order():
+    lines = _drawing()
+    rows = []
+    for title, names in LAYERS:
+        labels = [_label(n) for n in names if n != "memory_agent.__init__"]  # (the version)
+        where = {
+            label: sorted(
+                {
+                    i
+                    for i, line in enumerate(lines)
+                    if re.search(rf"(?<![\w/.]){re.escape(label)}(?![\w/])", line)
+                }
+            )
+            for label in labels
+        }
+        rows_of_layer = {i for found in where.values() for i in found}
+        assert len(rows_of_layer) == 1 and all(where.values()), (
+            f"the layer {title!r} should be one line of the README's Architecture drawing, "
+            f"naming each of its members on that line only; found {where}"
+        )
+        rows.append(rows_of_layer.pop())
+    assert rows == sorted(rows), "the README's drawing lists the layers in another order"
+    drawn = {m.group(0) for line in lines for m in re.finditer(r"\b\w+/", line)}
+    declared = {_label(n) for _, names in LAYERS for n in names}
+    assert drawn <= declared, f"the drawing names packages no layer declares: {drawn - declared}"
+
+
+def test_the_adr_says_each_modules_job():
+    """docs/adr/0013 has a line for every module of the pack (`kb.gateway`, `cli`, ...)."""
+    adr = (ROOT / "docs" / "adr" / "0013-layout-by-job.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"^\| `([\w.]+)` \|", adr, re.M))
+    modules, _ = arrows_of(ROOT, ["memory_agent"])
+    pack = {m.removeprefix("memory_agent.") for m in modules if not m.endswith(".__init__")}
+    pack.add("__init__")
+    assert sorted(pack - named) == [], "modules with no line in docs/adr/0013-layout-by-job.md"
+    assert sorted(n for n in named - pack if "." in n) == [], "lines for modules that are gone"
 
 
 def test_the_shared_basics_import_only_the_standard_library():

@@ -93,7 +93,8 @@ def product_searcher(cfg: config_mod.Config):
     """The search a tool call makes - the default filter (active entries, every source), then
     the ranking with empty usage stats - on the benchmark's index."""
     from memory_agent.clock import Clock
-    from memory_agent.recall.reads import default_filter, link_graph, rank
+    from memory_agent.index.links import link_graph
+    from memory_agent.recall.reads import default_filter, rank
 
     now = Clock.from_setting(cfg.clock).now()
     graphs: dict[int, dict] = {}
@@ -934,7 +935,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nmemory-agent {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader stopped early (`| head`): not an error of ours
-        from memory_agent.entry import stdout_closed
+        from memory_agent.procs import stdout_closed
 
         return stdout_closed()
     except Exception as exc:

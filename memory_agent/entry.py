@@ -3,30 +3,16 @@
 everything else to the CLI.
 
 A reader that stops early (`memory-agent search … | head -1`) closes the pipe: the command then
-exits quietly with status 141 (128 + SIGPIPE, what a shell reports for a command killed by a
-closed pipe, so `set -o pipefail` still sees that the output was cut), no traceback. This is
-the recipe of the Python docs (`signal` module, "Note on SIGPIPE"): point stdout at devnull so
-the interpreter's last flush cannot fail again.
+exits quietly with status 141, no traceback (`memory_agent.procs.stdout_closed`).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
-__all__ = ["EXIT_PIPE_CLOSED", "main", "stdout_closed"]
+from memory_agent.procs import stdout_closed
 
-EXIT_PIPE_CLOSED = 141
-
-
-def stdout_closed() -> int:
-    """The reader of stdout went away: drop whatever is left and return 141."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # stdout is not a file descriptor (an embedding caller)
-        pass
-    return EXIT_PIPE_CLOSED
+__all__ = ["main"]
 
 
 def main() -> int:

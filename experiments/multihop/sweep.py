@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from memory_agent import config  # noqa: E402
+from memory_agent.index.links import link_graph  # noqa: E402
 from memory_agent.recall import policy  # noqa: E402
-from memory_agent.recall.reads import default_filter, link_graph, rank  # noqa: E402
+from memory_agent.recall.reads import default_filter, rank  # noqa: E402
 from ragcore import evaluate, make_embedder, metrics, metrics_by  # noqa: E402
 from ragcore.evaluate import load_qrels, read_queries  # noqa: E402
 

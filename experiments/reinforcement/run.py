@@ -10,7 +10,7 @@ from pathlib import Path
 
 from memory_agent import config
 from memory_agent.index.memory import Memory
-from memory_agent.recall import policy
+from memory_agent.recall import policy, reads
 from memory_agent.recall.events import apply_event
 
 HERE = Path(__file__).parent
@@ -20,7 +20,7 @@ def scores(memory, queries, stats):
     memory.stats = stats
     out = {}
     for q in queries:
-        hits = memory.search(q["query"], limit=10, explain=True)["hits"]
+        hits = reads.search(memory, q["query"], limit=10, explain=True)["hits"]
         out[q["qid"]] = hits
     return out
 
@@ -85,7 +85,9 @@ def main() -> None:
             per_query = {}
             for q in queries:
                 memory.stats = warm(q["relevant"], n)
-                per_query[q["qid"]] = memory.search(q["query"], limit=10, explain=True)["hits"]
+                per_query[q["qid"]] = reads.search(memory, q["query"], limit=10, explain=True)[
+                    "hits"
+                ]
             w = mrr_recall(queries, per_query)
             print(f"| per-query warm | {n} | {w[0]:.4f} | {w[1]:.4f} |")
             glob = scores(memory, queries, warm(all_targets, n))
@@ -112,7 +114,7 @@ def main() -> None:
             others, worse = {}, 0
             for q in queries:
                 memory.stats = warm([t for t in all_targets if t not in q["relevant"]], n)
-                others[q["qid"]] = memory.search(q["query"], limit=10, explain=True)["hits"]
+                others[q["qid"]] = reads.search(memory, q["query"], limit=10, explain=True)["hits"]
                 rel = set(q["relevant"])
                 worse += first_rank(others[q["qid"]], rel) > first_rank(cold[q["qid"]], rel)
             o = mrr_recall(queries, others)

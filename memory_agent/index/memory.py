@@ -8,7 +8,8 @@ Two ways to run:
   index, scans (stat only; a file is read only when its stat differs from the index's) and
   closes it again.
 
-The read side of the tools is `memory_agent.recall.reads` (search, get, history); writes go through
+The reads (search, get, history) are `memory_agent.recall.reads`, which take a `Memory`; this
+module does not import them (docs/adr/0013-layout-by-job.md). Writes go through
 `memory_agent.kb.gateway`; creating a home is `memory_agent.kb.home`.
 
 Threads (the daemon serves calls concurrently): `write_lock` serialises everything that
@@ -32,10 +33,9 @@ from memory_agent import config as config_mod
 from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import Clock
 from memory_agent.index.corpora import Corpus, load_corpora
+from memory_agent.index.links import link_graph
 from memory_agent.index.scanner import KB_SOURCE, Changes, Scanner, SourceStatus, entry_file
 from memory_agent.kb.home import DEMO_KB, Home
-from memory_agent.recall import reads
-from memory_agent.recall.events import EntryStats
 from ragcore import (
     CachedEmbedder,
     Document,
@@ -94,9 +94,10 @@ class Memory:
         )
         self.last_refresh: str | None = None
         self.lock = FileLock(str(self.run_dir / "home.lock")) if self.run_dir.is_dir() else None
-        # Learned per-entry stats (the daemon folds them from events/) and the clock the
-        # dynamics use; both are plain attributes so experiments can set them.
-        self.stats: dict[str, EntryStats] = {}
+        # Learned per-entry stats (`recall.events.EntryStats` by id: the daemon folds them from
+        # events/) and the clock the dynamics use; both are plain attributes so experiments can
+        # set them. Typed loosely: the index side does not import the recall side (ADR 0013).
+        self.stats: dict[str, Any] = {}
         self.clock = clock or Clock.from_setting(self.cfg.clock)
         self._keys: dict[str, set[str]] | None = None  # content key -> active KB entry ids
         self._graph: tuple[int, dict[str, list[tuple[str, str]]]] | None = None
@@ -263,7 +264,7 @@ class Memory:
             cached = self._graph
             if cached is not None and cached[0] == revision:
                 return cached[1]
-            graph = reads.link_graph(index)
+            graph = link_graph(index)
             if cached is None or cached[0] < revision:  # revisions only grow
                 self._graph = (revision, graph)  # one assignment: old pair or new
             return graph
@@ -289,16 +290,6 @@ class Memory:
         for info in (self.index if index is None else index).docs():
             counts[info.source] = counts.get(info.source, 0) + 1
         return self.scanner.sources(counts)
-
-    # -- reads ------------------------------------------------------------------------------
-    def search(self, query: str, **kwargs: Any) -> dict[str, Any]:
-        return reads.run_search(self, query, **kwargs).reply
-
-    def get(self, entry_id: str) -> dict[str, Any]:
-        return reads.get(self, entry_id)
-
-    def history(self, entry_id: str) -> dict[str, Any]:
-        return reads.history(self, entry_id)
 
     def find_path(self, entry_id: str) -> Path | None:
         """The file of a KB entry (a regular file, never through a link), or None."""

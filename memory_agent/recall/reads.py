@@ -18,7 +18,7 @@ from memory_agent import limits
 from memory_agent.capture.episodes import EPISODES
 from memory_agent.errors import Invalid, NotFound, NotReady
 from memory_agent.index.scanner import read_kb_entry
-from memory_agent.kb.entries import ENTRY_TYPES, MAX_LINKS_READ, read_entry, read_links
+from memory_agent.kb.entries import ENTRY_TYPES, MAX_LINKS_READ, read_entry
 from memory_agent.recall import policy
 from memory_agent.recall.ranking import Edge, Ranked, _ts, rerank
 from ragcore import (
@@ -27,9 +27,9 @@ from ragcore import (
     Index,
     SearchConfig,
     extract_entities,
-    search,
     wikilinks,
 )
+from ragcore import search as relevance
 
 if TYPE_CHECKING:
     from memory_agent.index.memory import Memory
@@ -40,9 +40,9 @@ __all__ = [
     "default_filter",
     "get",
     "history",
-    "link_graph",
     "rank",
     "run_search",
+    "search",
     "standing_at",
 ]
 
@@ -121,30 +121,6 @@ def standing_at(index: Index, cutoff: float) -> tuple[str, ...]:
     return tuple(sorted(keep))
 
 
-def link_graph(index: Index) -> dict[str, list[tuple[str, str]]]:
-    """Authored links between documents, both directions: the body's [[wikilinks]] and the
-    frontmatter's typed `links:` (references, derived_from, contained_in, contradicts). A link
-    to a superseded entry leads on to its successor, as a `supersedes` edge."""
-    successor: dict[str, str] = {}
-    links: dict[str, list[tuple[str, str]]] = {}
-    for info in index.docs():
-        links[info.id] = read_links(info.meta.get("links"), info.links)  # bounded
-        if info.meta.get("superseded_by"):
-            successor[info.id] = str(info.meta["superseded_by"])
-    graph: dict[str, list[tuple[str, str]]] = {}
-    for doc, targets in links.items():
-        for target, kind in targets:
-            seen = {target}
-            while target in successor and successor[target] not in seen:
-                target = successor[target]
-                kind = kind if kind == "contradicts" else "supersedes"
-                seen.add(target)
-            if target in links and target != doc:
-                graph.setdefault(doc, []).append((target, kind))
-                graph.setdefault(target, []).append((doc, kind))
-    return graph
-
-
 def neighbours_of(index: Index, graph: dict[str, list[tuple[str, str]]]):
     """A document's edges for the expansion: its authored links (`graph`), then the documents
     that name one of its rare entities (at most policy.ENTITY_NEIGHBOURS, rarest first, with
@@ -195,7 +171,7 @@ def rank(
 ) -> Found:
     """ragcore's relevance, then the memory's dynamics (`memory_agent.recall.ranking`): the
     path every search takes - the tools, the CLI and `memory-agent eval`."""
-    result = search(
+    result = relevance(
         index,
         query,
         limit=max(limit * 3, 30),
@@ -332,6 +308,12 @@ def run_search(
             explain=explain,
             use_dense=use_dense,
         )
+
+
+def search(memory: Memory, query: str, **kwargs: Any) -> dict[str, Any]:
+    """`run_search`'s reply alone (for callers that log no usage: the CLI without a daemon,
+    experiments, tests)."""
+    return run_search(memory, query, **kwargs).reply
 
 
 def history(memory: Memory, entry_id: str) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from memory_agent.errors import Conflict, Invalid, NotReady, describe
 from memory_agent.index.memory import Memory
 from memory_agent.kb.gateway import Gateway
 from memory_agent.recall import injection as recall_mod
+from memory_agent.recall import reads
 from memory_agent.recall.events import EventLog, apply_event, compact, fold
 from memory_agent.recall.reads import Found, run_search
 from ragcore import Document, chunk_document
@@ -398,7 +399,7 @@ class Service:
 
     def get(self, entry_id: str) -> dict[str, Any]:
         self.touch()
-        reply = self.memory.get(entry_id)  # reads the file; no lock
+        reply = reads.get(self.memory, entry_id)  # reads the file; no lock
         self._event("get", entry=reply["id"])
         return reply
 
@@ -415,13 +416,13 @@ class Service:
                 "pass a whole number from 1 (minor) to 10 (must not be missed)",
             )
         limits.check_text("note", note, limits.MAX_NOTE)
-        entry = self.memory.get(entry_id)  # refuses unknown ids
+        entry = reads.get(self.memory, entry_id)  # refuses unknown ids
         self._event("importance", entry=entry["id"], importance=importance, note=note)
         return {"id": entry["id"], "importance": importance, "note": note}
 
     def history(self, entry_id: str) -> dict[str, Any]:
         self.touch()
-        return self.memory.history(entry_id)  # reads the files; no lock
+        return reads.history(self.memory, entry_id)  # reads the files; no lock
 
     def gc(self, *, dry_run: bool = True, confirm: bool = False) -> dict[str, Any]:
         from memory_agent.recall.gc import plan

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import ragcore
+from memory_agent.recall import reads
 from ragcore import Document, Filter, Index, SearchConfig, search
 from ragcore.lexical import SparseIndex
 from ragcore.store import QdrantStore, qdrant_filter
@@ -38,7 +39,7 @@ def test_a_search_with_nothing_changed_reads_and_hashes_nothing(
         _entry(memory.kb_dir, n, f"Routine maintenance note number {n} about the build cache.")
     assert memory.start_watching()  # as the daemon does
     memory.require_home()
-    memory.search("build cache maintenance")  # a full scan picks the 300 files up once
+    reads.search(memory, "build cache maintenance")  # a full scan picks the 300 files up once
     hashes = itertools.count()
     original_hash = Document.content_hash
     monkeypatch.setattr(
@@ -47,20 +48,20 @@ def test_a_search_with_nothing_changed_reads_and_hashes_nothing(
     stats = itertools.count()
     original_stat = Path.stat
     monkeypatch.setattr(Path, "stat", lambda p, **kw: (next(stats), original_stat(p, **kw))[1])
-    reads = memory.scanner.reads
+    files_read = memory.scanner.reads
     for _ in range(5):
-        memory.search("build cache maintenance")
-    assert memory.scanner.reads == reads  # no file read
+        reads.search(memory, "build cache maintenance")
+    assert memory.scanner.reads == files_read  # no file read
     assert next(hashes) == 0  # no document hashed
     assert next(stats) <= 5 * 6  # a handful per search (repos.json, the index pointer), not 300
     # an editor's change is in the very next search
     path = memory.kb_dir / "note" / "bulk-0123.md"
     path.write_text(path.read_text().replace("build cache", "flux capacitor"))
-    hits = memory.search("flux capacitor", limit=3)["hits"]
+    hits = reads.search(memory, "flux capacitor", limit=3)["hits"]
     assert hits[0]["id"] == "bulk-0123" and "flux capacitor" in hits[0]["snippet"]
-    assert memory.scanner.reads == reads + 1  # exactly that file
+    assert memory.scanner.reads == files_read + 1  # exactly that file
     path.unlink()
-    assert "bulk-0123" not in {h["id"] for h in memory.search("flux capacitor")["hits"]}
+    assert "bulk-0123" not in {h["id"] for h in reads.search(memory, "flux capacitor")["hits"]}
     memory.close()
 
 
@@ -72,15 +73,15 @@ def test_without_a_change_signal_the_resident_memory_rescans_at_most_once_a_seco
     memory = make_memory(env_home, minilm_model, resident=True)
     memory.init(demo=True, embedder="minilm")
     memory.require_home()
-    memory.search("lock dependencies")
+    reads.search(memory, "lock dependencies")
     full = memory.scanner.last_full
     # within the window no scan (the window made long: a slow first search on a loaded machine
     # must not make the second one fall due)
     monkeypatch.setattr(memory_mod, "RESCAN_EVERY_S", 3600.0)
-    memory.search("lock dependencies")
+    reads.search(memory, "lock dependencies")
     assert memory.scanner.last_full == full
     monkeypatch.setattr(memory_mod, "RESCAN_EVERY_S", 0.0)
-    memory.search("lock dependencies")
+    reads.search(memory, "lock dependencies")
     assert memory.scanner.last_full > full
     memory.close()
 

@@ -24,6 +24,7 @@ import pytest
 from memory_agent import config
 from memory_agent.client import DaemonClient
 from memory_agent.index.memory import Memory
+from memory_agent.recall import reads
 from ragcore import Document, Index
 from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for
 
@@ -322,7 +323,7 @@ def test_a_write_acknowledged_during_a_rebuild_is_in_the_new_generation(
     memory.init(demo=True, embedder="minilm")
     memory.require_home()
     memory.start_watching()
-    memory.search("lock dependencies")  # the watches are set
+    reads.search(memory, "lock dependencies")  # the watches are set
     gateway = Gateway(memory)
     done: dict = {}
     rebuild = threading.Thread(target=lambda: done.update(memory.rebuild()))
@@ -341,7 +342,7 @@ def test_a_write_acknowledged_during_a_rebuild_is_in_the_new_generation(
     (memory.run_dir / "fault-continue").touch()
     rebuild.join(120)
     assert not rebuild.is_alive() and done["generation"] != added["generation"]
-    hits = memory.search("zebra quokka pitfall written during a rebuild")["hits"]
+    hits = reads.search(memory, "zebra quokka pitfall written during a rebuild")["hits"]
     assert hits and hits[0]["id"] == added["id"]
     assert memory.status()["consistent"]
     memory.close()

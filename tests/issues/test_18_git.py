@@ -21,11 +21,12 @@ from memory_agent.capture.gate import Gate, read_state
 from memory_agent.capture.hooks import record_for
 from memory_agent.client import DaemonClient
 from memory_agent.errors import Conflict, GitError, RepoBusy, ToolCallError, describe
+from memory_agent.index.links import link_graph
 from memory_agent.index.memory import Memory
 from memory_agent.kb.entries import MAX_LINKS_READ
 from memory_agent.kb.gateway import Gateway
 from memory_agent.kb.gitrepo import KBRepo, git_processes
-from memory_agent.recall.reads import link_graph
+from memory_agent.recall import reads
 from tests.memory_agent.helpers import make_memory
 from tests.memory_agent.mcp_helpers import ROOT, daemon_pids, env_for
 
@@ -599,6 +600,6 @@ def test_a_user_commit_between_staging_and_head_update_finishes_the_write(
         rel = str(path.relative_to(kb))
         assert git(kb, "show", f"HEAD:{rel}") == path.read_text()
         assert git(kb, "status", "--porcelain") == "" and not gateway.redo.pending()
-        assert memory.get(reply["id"])["title"] == "Pin the resolver"
+        assert reads.get(memory, reply["id"])["title"] == "Pin the resolver"
     finally:
         memory.close()

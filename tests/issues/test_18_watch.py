@@ -4,6 +4,7 @@ starts watching. The resident memory then finds an edit by its rescan, as on mac
 
 import os
 
+from memory_agent.recall import reads
 from tests.issues.test_10_read_model import _entry
 from tests.memory_agent.helpers import make_memory
 
@@ -16,10 +17,10 @@ def test_no_inotify_switch_falls_back_to_rescans(env_home, minilm_model, monkeyp
     memory.init(demo=True, embedder="minilm")
     memory.require_home()
     assert memory.start_watching() is False and memory.scanner.watcher is None
-    memory.search("lock dependencies")
+    reads.search(memory, "lock dependencies")
     monkeypatch.setattr(memory_mod, "RESCAN_EVERY_S", 0.0)  # the rescan is due at once
     _entry(env_home / "kb", 123, "the flux capacitor needs 1.21 gigawatts")
-    hits = memory.search("flux capacitor gigawatts")["hits"]
+    hits = reads.search(memory, "flux capacitor gigawatts")["hits"]
     assert hits[0]["id"] == "bulk-0123"
     memory.close()
     monkeypatch.setenv("MEMORY_AGENT_NO_INOTIFY", "0")
@@ -44,7 +45,7 @@ def test_without_inotify_an_acknowledged_write_is_searchable_at_once_and_dedup_s
     body = "The zebra quokka migration needs the staging flag set before the backfill runs."
     first = gateway.add("Zebra quokka migration needs the staging flag", body, type="pitfall")
     assert first["status"] == "created"
-    hits = memory.search("zebra quokka migration staging flag")["hits"]  # within the second
+    hits = reads.search(memory, "zebra quokka migration staging flag")["hits"]  # within the second
     assert hits and hits[0]["id"] == first["id"]
     again = gateway.add("Zebra quokka migration needs the staging flag", body, type="pitfall")
     assert again["status"] == "duplicate" and again["duplicate_of"] == first["id"]

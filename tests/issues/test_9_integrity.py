@@ -12,6 +12,7 @@ from memory_agent.clock import Clock, parse_time
 from memory_agent.errors import Conflict, Invalid, WriteFailed, describe
 from memory_agent.index.memory import Memory
 from memory_agent.kb.gateway import Gateway
+from memory_agent.recall import reads
 from ragcore import IndexInconsistent
 from tests.memory_agent.helpers import git, make_memory
 
@@ -69,7 +70,7 @@ def test_replay_matches_the_tool_too(gateway):
         )
     with pytest.raises(Conflict):
         gateway.archive(first["id"], "gone", confirm=True, request_id="r-2")
-    assert gateway.memory.get(first["id"])["status"] == "active"
+    assert reads.get(gateway.memory, first["id"])["status"] == "active"
 
 
 def test_stored_replies_expire_after_the_request_ttl(env_home, minilm_model, monkeypatch):
@@ -93,7 +94,7 @@ def test_stored_replies_expire_after_the_request_ttl(env_home, minilm_model, mon
 
 # 3 ------------------------------------------------------------------------------------------
 def test_a_supersede_that_changes_nothing_is_invalid(memory, gateway):
-    old = memory.get("use-uv-for-locking")
+    old = reads.get(memory, "use-uv-for-locking")
     head = _head(memory)
     with pytest.raises(Invalid, match="nothing changed"):
         gateway.supersede(old["id"], old["title"], old["body"], confirm=True)
@@ -116,7 +117,7 @@ def test_a_supersede_that_changes_nothing_is_invalid(memory, gateway):
 )
 def test_search_filters_are_validated(memory, kwargs, words):
     with pytest.raises(Invalid) as refused:
-        memory.search("how do we lock dependencies", **kwargs)
+        reads.search(memory, "how do we lock dependencies", **kwargs)
     assert words in refused.value.message
 
 
@@ -138,12 +139,12 @@ def test_search_and_get_use_one_rule_for_corpus_files(env_home, minilm_model, tm
     (env_home / "repos.json").write_text(
         json.dumps([{"label": "proj", "path": str(repo), "include": ["docs/*.md", "README.md"]}])
     )
-    found = {h["id"] for h in memory.search("gizmo", limit=20)["hits"]}
+    found = {h["id"] for h in reads.search(memory, "gizmo", limit=20)["hits"]}
     assert found == {"proj/README.md", "proj/docs/guide.md"}
     for rel in files:
         entry_id = f"proj/{rel}"
         try:
-            memory.get(entry_id)
+            reads.get(memory, entry_id)
             served = True
         except Exception:
             served = False
@@ -163,9 +164,9 @@ def test_a_symlinked_type_folder_is_never_followed(memory, gateway, tmp_path):
     status = memory.status()
     kb = next(s for s in status["sources"] if s["label"] == "kb")
     assert any("model is a symbolic link" in p for p in kb["problems"])
-    assert "planted" not in {h["id"] for h in memory.search("planted from outside")["hits"]}
+    assert "planted" not in {h["id"] for h in reads.search(memory, "planted from outside")["hits"]}
     with pytest.raises(Invalid, match="symbolic link"):
-        memory.get("planted")
+        reads.get(memory, "planted")
     head = _head(memory)
     with pytest.raises(Invalid, match="symbolic link"):
         gateway.add("A new model entry", "Lands in the linked folder?", type="model")
@@ -181,7 +182,7 @@ def test_a_symlinked_entry_file_is_refused_before_anything_is_written(memory, ga
     with pytest.raises(Invalid, match="alias.md is a symbolic link"):
         gateway.archive("alias", "through the link", confirm=True)
     with pytest.raises(Invalid, match="symbolic link"):
-        memory.get("alias")
+        reads.get(memory, "alias")
     added = gateway.add("Alias", "A new entry whose slug is taken by the link.")
     assert added["id"] == "alias-2" and link.is_symlink()
     assert (memory.kb_dir / UV).read_text() == before
@@ -273,7 +274,7 @@ def test_a_fresh_demo_home_has_nothing_dormant_whatever_the_date(tmp_path, minil
         with memory.session():
             report = plan(memory, memory.clock())
         assert report["entries"] == 74 and report["dormant"] == [] and report["archive"] == []
-        created = memory.get("use-uv-for-locking")["created"]
+        created = reads.get(memory, "use-uv-for-locking")["created"]
         age_days = (memory.clock() - parse_time(created)) / 86400
         assert 2 <= age_days <= 40
         later = memory.clock() + 200 * 86400  # the same home half a year on: things fade
@@ -292,7 +293,7 @@ def test_status_is_inconsistent_when_current_names_a_missing_generation(env_home
     assert status["consistent"] is False
     assert "gen-000042" in status["problems"][0] and "missing" in status["problems"][0]
     with pytest.raises(IndexInconsistent) as refused:
-        memory.search("how do we lock dependencies")
+        reads.search(memory, "how do we lock dependencies")
     assert "memory-agent rebuild" in describe(refused.value).fix  # the product's words
 
 

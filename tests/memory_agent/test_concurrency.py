@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 from memory_agent.kb.gateway import Gateway
+from memory_agent.recall import reads
 from tests.memory_agent.helpers import git, make_memory
 
 WRITER = textwrap.dedent("""
@@ -115,7 +116,10 @@ def test_a_kill_between_write_and_commit_is_repaired_by_the_next_write(
     assert git(memory.kb_dir, "status", "--porcelain") == ""
     status = memory.status()
     assert status["pending"] == 0 and status["consistent"]
-    assert memory.search("process killed while writing", limit=1)["hits"][0]["id"] == retry["id"]
+    assert (
+        reads.search(memory, "process killed while writing", limit=1)["hits"][0]["id"]
+        == retry["id"]
+    )
     assert len(list(memory.kb_dir.rglob("killed-mid-write*.md"))) == 1
 
 

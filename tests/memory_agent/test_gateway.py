@@ -6,6 +6,7 @@ import pytest
 
 from memory_agent.errors import Conflict, Invalid, NotFound, ReadOnly
 from memory_agent.kb.gateway import DEDUP_THRESHOLDS, Gateway
+from memory_agent.recall import reads
 from tests.memory_agent.helpers import git, make_memory
 
 BODY = (
@@ -30,8 +31,8 @@ def test_add_writes_one_file_in_one_commit_and_search_finds_it(memory, gateway):
     ]
     assert reply["commit"] == git(memory.kb_dir, "rev-parse", "HEAD").strip()
     assert reply["generation"] == memory.index.current()
-    assert _ids(memory.search("how many pytest workers on CI", limit=3))[0] == reply["id"]
-    got = memory.get(reply["id"])
+    assert _ids(reads.search(memory, "how many pytest workers on CI", limit=3))[0] == reply["id"]
+    got = reads.get(memory, reply["id"])
     assert got["body"] == BODY and got["tags"] == ["ci", "testing"] and got["writable"]
 
 
@@ -108,9 +109,9 @@ def test_supersede_previews_then_writes_both_files_in_one_commit(memory, gateway
     assert done["status"] == "superseded" and done["id"] == preview["id"]
     changed = git(memory.kb_dir, "show", "--name-only", "--format=", "HEAD").split()
     assert sorted(changed) == sorted([f"decision/{old['id']}.md", f"decision/{done['id']}.md"])
-    assert memory.get(old["id"])["status"] == "superseded"
-    assert memory.get(done["id"])["supersedes"] == [old["id"]]
-    found = _ids(memory.search("how do we lock dependencies", limit=10))
+    assert reads.get(memory, old["id"])["status"] == "superseded"
+    assert reads.get(memory, done["id"])["supersedes"] == [old["id"]]
+    found = _ids(reads.search(memory, "how do we lock dependencies", limit=10))
     assert done["id"] in found and old["id"] not in found
     with pytest.raises(Conflict, match=f"already superseded by {done['id']}"):
         gateway.supersede(old["id"], "Another", "text", confirm=True)
@@ -121,14 +122,14 @@ def test_archive_previews_then_retires_the_entry_which_stays_on_disk(memory, gat
         "Staging database is on port 5433", "psql -p 5433 for staging.", type="fact"
     )
     preview = gateway.archive(added["id"], "staging was shut down")
-    assert preview["status"] == "preview" and memory.get(added["id"])["status"] == "active"
+    assert preview["status"] == "preview" and reads.get(memory, added["id"])["status"] == "active"
     done = gateway.archive(added["id"], "staging was shut down", confirm=True)
     assert done["status"] == "archived" and Path(done["path"]).is_file()
-    got = memory.get(added["id"])
+    got = reads.get(memory, added["id"])
     assert got["status"] == "archived" and got["archive_reason"] == "staging was shut down"
-    assert added["id"] not in _ids(memory.search("staging database port", limit=10))
+    assert added["id"] not in _ids(reads.search(memory, "staging database port", limit=10))
     assert added["id"] in _ids(
-        memory.search("staging database port", limit=10, include_archived=True)
+        reads.search(memory, "staging database port", limit=10, include_archived=True)
     )
     with pytest.raises(Conflict, match="already archived"):
         gateway.archive(added["id"], "again", confirm=True)
@@ -172,10 +173,10 @@ def test_files_added_or_edited_outside_the_tool_are_picked_up_without_a_rebuild(
         "type: fact\nstatus: active\ncreated: 2026-11-01T10:00:00Z\n---\n"
         "Install the PPD driver from the intranet, then print to hp-floor3.\n"
     )
-    reply = memory.search("which printer queue on the third floor", limit=3)
+    reply = reads.search(memory, "which printer queue on the third floor", limit=3)
     assert _ids(reply)[0] == "printer-queue" and reply["generation"] == generation
     new.write_text(new.read_text().replace("hp-floor3.", "hp-floor3 (duplex by default)."))
-    hit = memory.search("duplex printing third floor", limit=1)["hits"][0]
+    hit = reads.search(memory, "duplex printing third floor", limit=1)["hits"][0]
     assert hit["id"] == "printer-queue" and "duplex" in hit["snippet"]
     broken = memory.kb_dir / "note" / "broken.md"
     broken.parent.mkdir(exist_ok=True)
@@ -200,10 +201,10 @@ def test_read_only_corpora_are_searchable_refused_for_writes_and_kept_when_missi
     memory = make_memory(env_home, minilm_model)
     memory.init(embedder="minilm")
     (env_home / "repos.json").write_text(json.dumps([{"label": "agent-infra", "path": str(repo)}]))
-    hits = memory.search("which vector store did we choose", limit=3)["hits"]
+    hits = reads.search(memory, "which vector store did we choose", limit=3)["hits"]
     assert hits[0]["id"] == "agent-infra/docs/adr/0007-vector-store.md"
     assert hits[0]["writable"] is False and hits[0]["source"] == "agent-infra"
-    assert memory.get("agent-infra/README.md")["writable"] is False
+    assert reads.get(memory, "agent-infra/README.md")["writable"] is False
     gateway = Gateway(memory)
     with pytest.raises(ReadOnly, match="read-only corpus 'agent-infra'"):
         gateway.archive("agent-infra/README.md", "old", confirm=True)
@@ -224,14 +225,14 @@ def test_read_only_corpora_are_searchable_refused_for_writes_and_kept_when_missi
     assert source["available"] is False and source["entries"] == 2
     assert "missing or unreadable" in source["problems"][0]
     assert status["consistent"] and status["entries"] == 2
-    ids = _ids(memory.search("which vector store did we choose", limit=3))
+    ids = _ids(reads.search(memory, "which vector store did we choose", limit=3))
     assert ids[0] == "agent-infra/docs/adr/0007-vector-store.md"
 
 
 def test_indented_code_survives_add_and_archive_byte_for_byte(memory, gateway):
     body = "Use this helper:\n\n```python\ndef f(x):\n    if x:\n        return  1\n```\n\n- a\n  - nested"
     added = gateway.add("Helper with an indented code block", body, type="guideline")
-    assert memory.get(added["id"])["body"] == body
+    assert reads.get(memory, added["id"])["body"] == body
     gateway.archive(added["id"], "replaced by a library call", confirm=True)
     text = Path(added["path"]).read_text()
     assert "    if x:\n        return  1" in text and "  - nested" in text
@@ -260,14 +261,14 @@ def test_corpus_ids_serve_only_the_markdown_a_scan_would_read(env_home, minilm_m
     memory = make_memory(env_home, minilm_model)
     memory.init(embedder="minilm")
     (env_home / "repos.json").write_text(json.dumps([{"label": "proj", "path": str(repo)}]))
-    assert memory.get("proj/README.md")["writable"] is False
+    assert reads.get(memory, "proj/README.md")["writable"] is False
     for sneaky in ("proj/.env", "proj/.git/config", "proj/../proj/README.md"):
         with pytest.raises(NotFound):
-            memory.get(sneaky)
+            reads.get(memory, sneaky)
     assert memory.status()["entries"] == 1
     (env_home / "repos.json").write_text("[]")  # the corpus is removed from the list
     assert memory.status()["entries"] == 0
-    assert memory.search("how to build", limit=5)["hits"] == []
+    assert reads.search(memory, "how to build", limit=5)["hits"] == []
 
 
 def test_corpus_files_are_re_read_only_when_their_stat_changes(env_home, minilm_model, tmp_path):
@@ -280,15 +281,18 @@ def test_corpus_files_are_re_read_only_when_their_stat_changes(env_home, minilm_
     (env_home / "repos.json").write_text(json.dumps([{"label": "proj", "path": str(repo)}]))
     memory.require_home()
     memory.start_watching()  # as the daemon does
-    assert memory.search("restart the ingest worker", limit=1)["hits"][0]["id"] == "proj/runbook.md"
+    assert (
+        reads.search(memory, "restart the ingest worker", limit=1)["hits"][0]["id"]
+        == "proj/runbook.md"
+    )
     st = doc.stat()
     doc.write_text(
         "# Runbook\n\nRestart the billing worker with kctl bills restart.\n"
     )  # same size
     os.utime(doc, ns=(st.st_atime_ns, st.st_mtime_ns))
-    hit = memory.search("restart the ingest worker", limit=1)["hits"][0]
+    hit = reads.search(memory, "restart the ingest worker", limit=1)["hits"][0]
     assert "ingest" in hit["snippet"]  # same stat: the file was not read again
     doc.write_text(doc.read_text() + "Ask #oncall first.\n")  # the stat changes: picked up
-    hit = memory.search("restart the billing worker", limit=1)["hits"][0]
+    hit = reads.search(memory, "restart the billing worker", limit=1)["hits"][0]
     assert hit["id"] == "proj/runbook.md" and "billing" in hit["snippet"]
     memory.close()

@@ -1,5 +1,6 @@
 import subprocess
 
+from memory_agent.recall import reads
 from tests.memory_agent.helpers import git, make_memory
 
 ENTRY = (
@@ -21,7 +22,9 @@ def test_init_adopts_an_existing_repository_without_touching_its_history(env_hom
     assert reply["created_repo"] is False
     assert (kb / "note" / "existing-note.md").read_text() == ENTRY
     assert git(kb, "rev-parse", "HEAD~1") == head  # the demo commit sits on top of the user's
-    assert memory.search("entry written by hand", limit=1)["hits"][0]["id"] == "existing-note"
+    assert (
+        reads.search(memory, "entry written by hand", limit=1)["hits"][0]["id"] == "existing-note"
+    )
 
 
 def test_init_twice_is_harmless(env_home, minilm_model):

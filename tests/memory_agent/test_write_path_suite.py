@@ -12,6 +12,7 @@ from pathlib import Path
 from memory_agent.errors import MemoryAgentError
 from memory_agent.index.memory import DEMO_KB
 from memory_agent.kb.gateway import Gateway
+from memory_agent.recall import reads
 from tests.memory_agent.helpers import git, make_memory
 
 REWORDINGS = (
@@ -101,7 +102,7 @@ def run_suite(work: Path, model) -> tuple[list[tuple[str, object]], dict[str, st
         lambda: gw.add("../../etc/passwd", "A title shaped like a path."),
         lambda r: _check(r["id"] == "etc-passwd" and "/kb/note/etc-passwd.md" in r["path"], r),
     )
-    case("get a path", lambda: memory.get("../kb/note/etc-passwd"), error_is("not_found"))
+    case("get a path", lambda: reads.get(memory, "../kb/note/etc-passwd"), error_is("not_found"))
     case(
         "archive an absolute path",
         lambda: gw.archive("/etc/passwd", "x", confirm=True),
@@ -135,7 +136,7 @@ def run_suite(work: Path, model) -> tuple[list[tuple[str, object]], dict[str, st
     )
     case(
         "search after supersede",
-        lambda: memory.search("how do we lock dependencies", limit=5),
+        lambda: reads.search(memory, "how do we lock dependencies", limit=5),
         lambda r: _check("use-uv-for-locking" not in [h["id"] for h in r["hits"]], r),
     )
     case(
@@ -191,7 +192,7 @@ def run_suite(work: Path, model) -> tuple[list[tuple[str, object]], dict[str, st
     )
     case(
         "read-only entry found",
-        lambda: memory.search("restart the ingestion pipeline", limit=1),
+        lambda: reads.search(memory, "restart the ingestion pipeline", limit=1),
         lambda r: _check(
             r["hits"][0]["id"] == "project-docs/docs/runbook.md"
             and r["hits"][0]["writable"] is False,
@@ -214,7 +215,7 @@ def run_suite(work: Path, model) -> tuple[list[tuple[str, object]], dict[str, st
     )
     case(
         "external add picked up",
-        lambda: memory.search("what UDP port does the office VPN listen on", limit=1),
+        lambda: reads.search(memory, "what UDP port does the office VPN listen on", limit=1),
         lambda r: _check(r["hits"][0]["id"] == "vpn-port", r),
     )
     (memory.kb_dir / "note" / "broken.md").write_text("---\nid: broken\ntype: [\n---\nbody\n")
@@ -238,10 +239,10 @@ def run_suite(work: Path, model) -> tuple[list[tuple[str, object]], dict[str, st
     )
     case(
         "missing corpus still searchable",
-        lambda: memory.search("restart the ingestion pipeline", limit=1),
+        lambda: reads.search(memory, "restart the ingestion pipeline", limit=1),
         lambda r: _check(r["hits"][0]["id"] == "project-docs/docs/runbook.md", r),
     )
-    case("unknown id", lambda: memory.get("no-such-entry"), error_is("not_found"))
+    case("unknown id", lambda: reads.get(memory, "no-such-entry"), error_is("not_found"))
     case(
         "final status",
         lambda: memory.status(),

@@ -23,7 +23,7 @@ def main() -> int:
 
             code = hook_main(argv[1:])
         else:
-            from memory_agent.cli import main as cli_main
+            from memory_agent.cli.main import main as cli_main
 
             code = cli_main(argv)
         sys.stdout.flush()  # here, so a closed pipe is caught below and not at exit

@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from memory_agent.cli import build_parser
+from memory_agent.cli.main import build_parser
 from memory_agent.config import SETTINGS
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")

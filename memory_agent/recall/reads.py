@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from memory_agent.index.memory import Memory
 
 __all__ = [
+    "product_searcher",
     "Found",
     "check_search",
     "default_filter",
@@ -265,6 +266,26 @@ def default_filter(
         sources=tuple(sources) if sources is not None else None,
         doc_ids=doc_ids,
     )  # fmt: skip
+
+
+def product_searcher(clock_setting: str = ""):
+    """The search a tool call makes - the default filter (active entries, every source), then
+    the ranking with empty usage stats - as a `ragcore.evaluate` searcher over a benchmark's
+    index (`memory-agent eval`). `clock_setting`: the `clock` setting ("": the real time)."""
+    from memory_agent.clock import Clock
+    from memory_agent.index.links import link_graph
+
+    now = Clock.from_setting(clock_setting).now()
+    graphs: dict[int, dict] = {}
+
+    def searcher(index, query: str, limit: int) -> list[str]:
+        graph = graphs.get(index.revision)
+        if graph is None:
+            graph = graphs[index.revision] = link_graph(index)
+        found = rank(index, query, default_filter(), limit=limit, stats={}, now=now, graph=graph)
+        return [h["id"] for h in found.reply["hits"]]
+
+    return searcher
 
 
 def run_search(

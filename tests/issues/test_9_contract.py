@@ -170,7 +170,7 @@ def test_the_readme_error_example_is_what_the_wire_carries(session):
 
 
 def test_every_cli_option_has_help_and_every_command_takes_home_and_json():
-    from memory_agent.cli import build_parser
+    from memory_agent.cli.main import build_parser
 
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     for name, parser in sub.choices.items():

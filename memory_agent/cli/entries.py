@@ -1,0 +1,147 @@
+"""The commands on entries: each calls one memory tool through the daemon, as an agent would,
+and prints its reply."""
+
+from __future__ import annotations
+
+import argparse
+
+from memory_agent.cli.shells import body_arg, call, emit, links_arg, print_write
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    reply = call(
+        args,
+        "memory_add",
+        title=args.title,
+        body=body_arg(args),
+        type=args.type,
+        tags=args.tag or [],
+        request_id=args.request_id,
+        force=args.force or None,
+        links=links_arg(args),
+    )
+    return emit(args, reply, print_write)
+
+
+def cmd_supersede(args: argparse.Namespace) -> int:
+    reply = call(
+        args,
+        "memory_supersede",
+        old_id=args.old_id,
+        title=args.title,
+        body=body_arg(args),
+        type=args.type,
+        tags=args.tag,
+        confirm=args.confirm,
+        request_id=args.request_id,
+        force=args.force or None,
+        links=links_arg(args),
+    )
+    return emit(args, reply, print_write)
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    reply = call(
+        args,
+        "memory_archive",
+        id=args.id,
+        reason=args.reason,
+        confirm=args.confirm,
+        request_id=args.request_id,
+    )
+    return emit(args, reply, print_write)
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    reply = call(args, "memory_get", id=args.id)
+
+    def human(r: dict) -> None:
+        print(f"{r['id']}  [{r['type']}, {r['status']}{'' if r['writable'] else ', read-only'}]")
+        print(f"# {r['title']}\n")
+        print(r["body"])
+        print(f"\n({r['path']})")
+
+    return emit(args, reply, human)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    reply = call(
+        args,
+        "memory_search",
+        query=args.query,
+        limit=args.limit,
+        types=args.type,
+        tags=args.tag,
+        include_readonly=not args.kb_only,
+        include_archived=args.include_archived,
+        include_episodes=args.episodes or None,
+        explain=args.explain,
+        as_of=args.as_of,
+    )
+
+    def human(r: dict) -> None:
+        if r.get("degraded"):
+            print(f"(degraded: {r['degraded']})")
+        if not r["hits"]:
+            print("no matches")
+        for n, h in enumerate(r["hits"], start=1):
+            ro = "" if h["writable"] else f" [read-only: {h['source']}]"
+            if h.get("status") == "archived":
+                ro += " [archived]"
+            print(
+                f"{n:2d}. {h['score']:.3f}  {h['id']}  ({h['type']}){ro}\n    {h['title']}\n"
+                f"    {h['snippet']}"
+            )
+            if "why" in h:
+                signals = ", ".join(f"{k} {v:+.3f}" for k, v in h["why"]["signals"].items() if v)
+                print(
+                    f"      relevance {h['why']['relevance']:.4f}"
+                    f"{'; ' + signals if signals else ''}; {h['why']['state']}"
+                )
+                for name, c in h["why"]["channels"].items():
+                    print(
+                        f"      {name:8s} rank {c['rank']:3d}  score {c['score']:.4f}  "
+                        f"contributes {c['contribution']:.4f}"
+                    )
+
+    return emit(args, reply, human)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    reply = call(args, "memory_history", id=args.id)
+
+    def human(r: dict) -> None:
+        for step in r["chain"]:
+            reason = f"  ({step['reason']})" if step.get("reason") else ""
+            print(f"{step['created']}  {step['id']}  [{step['status']}]  {step['title']}{reason}")
+
+    return emit(args, reply, human)
+
+
+def cmd_importance(args: argparse.Namespace) -> int:
+    reply = call(
+        args, "memory_set_importance", id=args.id, importance=args.importance, note=args.note
+    )
+    return emit(args, reply, lambda r: print(f"{r['id']}: importance {r['importance']}"))
+
+
+def cmd_proposals(args: argparse.Namespace) -> int:
+    reply = call(args, "memory_proposals")
+
+    def human(r: dict) -> None:
+        if not r["proposals"]:
+            print("no proposals")
+        for p in r["proposals"]:
+            print(f"{p['id']}  {p['title']}\n    {len(p['episodes'])} episodes, "
+                  f"{len(p['sessions'])} sessions")  # fmt: skip
+
+    return emit(args, reply, human)
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    return emit(args, call(args, "memory_accept", id=args.id), print_write)
+
+
+def cmd_reject(args: argparse.Namespace) -> int:
+    reply = call(args, "memory_reject", id=args.id, reason=args.reason)
+    return emit(args, reply, lambda r: print(f"rejected {r['id']}: never proposed again"))

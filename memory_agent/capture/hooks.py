@@ -39,7 +39,6 @@ library only (a test checks the imports): it starts in tens of milliseconds.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -372,19 +371,18 @@ def last_events(home: Path) -> dict[str, dict[str, Any]]:
 def _start_daemon_in_background(home: Path) -> None:
     """Start the daemon without waiting for it (unless another process is starting it)."""
     from memory_agent.client import DaemonClient
+    from memory_agent.files import FileLock
 
     client = DaemonClient(home)
     client.run_dir.mkdir(parents=True, exist_ok=True)
-    with open(client.run_dir / "spawn.lock", "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return  # someone is starting it
-        try:
-            if client.health(timeout=0.2) is None:
-                client.spawn()
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    lock = FileLock(client.run_dir / "spawn.lock")
+    if not lock.try_acquire():
+        return  # someone is starting it
+    try:
+        if client.health(timeout=0.2) is None:
+            client.spawn()
+    finally:
+        lock.release()
 
 
 def _post(home: Path, route: str, body: dict[str, Any], timeout: float, wait: bool = True):

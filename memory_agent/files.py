@@ -1,4 +1,5 @@
-"""Files that several processes share: the one way memory-agent locks one.
+"""Files that several processes share: the one way memory-agent locks one, and the one way it
+gzips one so the result appears under its name only when whole.
 
 `FileLock(path)` is an exclusive `flock(2)` lock on `path` (created 0600 if missing), between
 processes and between threads alike: each holding thread has its own descriptor, and the lock
@@ -13,17 +14,30 @@ A wait that times out names the holder (`holder()`: its pid, from the kernel's /
 the fix. The kernel releases a lock when its process dies: a crash never leaves a stale lock.
 The lock file is created empty and never written.
 
+`with replacing(dest) as fh:` writes a file that replaces `dest` only when whole: to a temporary
+name beside it that is unique to the process (`temp_name`: `<name>.tmp-<pid>-<hex>`, so a
+leftover of a crash names a process that is gone), fsynced, renamed over `dest`, the folder
+fsynced. A crash at any point leaves `dest` as it was or whole, never torn. `gzip_to(src, dest)`
+is that for a gzipped copy of `src` (the journal's and the usage events' compaction); `src` is
+not touched (the caller removes it after).
+
 Standard library only: the proxy, the client and the hook command use it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import time
 from pathlib import Path
 
-__all__ = ["FileLock"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: a hook does not import typing
+    from collections.abc import Callable, Iterator
+    from typing import BinaryIO
+
+__all__ = ["FileLock", "fsync_dir", "gzip_to", "replacing", "temp_name"]
 
 POLL_S = 0.05  # how often a wait with a timeout tries again
 
@@ -152,3 +166,63 @@ def _try_flock(fd: int) -> bool:
     except BlockingIOError:
         return False
     return True
+
+
+def temp_name(name: str) -> str:
+    """`<name>.tmp-<pid>-<6 hex>`: a temporary name unique to this process (a leftover's pid
+    says whether the process that wrote it is gone)."""
+    import secrets
+
+    return f"{name}.tmp-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+@contextlib.contextmanager
+def replacing(dest: Path, *, tmp: Path | None = None, gz: bool = False) -> Iterator[BinaryIO]:
+    """A binary file whose content replaces `dest` when the block ends without an error:
+    written to `tmp` (default: `temp_name` beside `dest`; created 0600), gzipped with `gz`,
+    fsynced, renamed over `dest`, and the folder fsynced. An error (or a crash) leaves `dest`
+    as it was; an error removes the temp file, a crash leaves it to a cleaner that reads its
+    pid."""
+    tmp = tmp if tmp is not None else dest.with_name(temp_name(dest.name))
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    try:
+        if gz:
+            import gzip
+
+            with gzip.open(tmp, "wb") as fh:
+                yield fh
+        else:
+            with open(tmp, "wb") as fh:
+                yield fh
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(dest.parent)
+
+
+def gzip_to(
+    src: Path,
+    dest: Path,
+    *,
+    tmp: Path | None = None,
+    transform: Callable[[bytes], bytes] | None = None,
+) -> None:
+    """Gzip `src` into `dest`, crash-safely (`replacing`); `transform`, if given, rewrites
+    each line on the way. `src` is left as it is."""
+    with open(src, "rb") as fh, replacing(dest, tmp=tmp, gz=True) as out:
+        if transform is not None:
+            for line in fh:
+                out.write(transform(line))
+        while chunk := fh.read(1 << 16):
+            out.write(chunk)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in `folder` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,8 +1,11 @@
-"""memory_agent.files: the one file lock (flock), driven with real processes and real files."""
+"""memory_agent.files: the one file lock (flock) and the one crash-safe gzip, driven with real
+processes and real files."""
 
 from __future__ import annotations
 
+import gzip
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,10 +14,10 @@ import threading
 import pytest
 
 from memory_agent.errors import LockBusy, describe
-from memory_agent.files import FileLock
+from memory_agent.files import FileLock, gzip_to, replacing
 
 HOLD = (
-    "import sys\nfrom memory_agent.files import FileLock\n"
+    "import sys\nfrom memory_agent.files import FileLock, gzip_to, replacing\n"
     "lock = FileLock(sys.argv[1])\nlock.acquire()\nprint('held', flush=True)\n"
     "sys.stdin.read()\nlock.release()\n"
 )
@@ -114,3 +117,48 @@ def test_the_lock_is_exclusive_between_threads_and_reentrant_in_one(tmp_path):
 def test_releasing_a_lock_not_held_is_an_error(tmp_path):
     with pytest.raises(RuntimeError, match="not locked by this thread"):
         FileLock(tmp_path / "x.lock").release()
+
+
+# -- a file replaced whole: replacing, gzip_to ---------------------------------------------------
+def test_gzip_to_writes_a_whole_copy_and_leaves_no_temp_file(tmp_path):
+    src = tmp_path / "s.jsonl"
+    src.write_bytes(b"".join(b'{"n": %d}\n' % i for i in range(20_000)))
+    gzip_to(src, tmp_path / "s.jsonl.gz")
+    assert gzip.decompress((tmp_path / "s.jsonl.gz").read_bytes()) == src.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl", "s.jsonl.gz"]
+
+
+def test_gzip_to_rewrites_each_line_with_a_transform(tmp_path):
+    src = tmp_path / "s.jsonl"
+    src.write_bytes(b"token=abc\nplain\n")
+    gzip_to(src, tmp_path / "part.gz", transform=lambda line: line.replace(b"abc", b"[x]"))
+    assert gzip.decompress((tmp_path / "part.gz").read_bytes()) == b"token=[x]\nplain\n"
+
+
+def test_an_error_while_replacing_leaves_the_old_file_and_no_temp(tmp_path):
+    dest = tmp_path / "state.json"
+    dest.write_text("old")
+    with pytest.raises(ValueError), replacing(dest) as fh:
+        fh.write(b"half of the new")
+        raise ValueError("the writer failed")
+    assert dest.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_a_crash_while_replacing_leaves_the_old_file_and_a_temp_naming_the_process(tmp_path):
+    dest = tmp_path / "part.gz"
+    dest.write_bytes(b"old")
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom memory_agent.files import replacing\n"
+        "with replacing(Path(sys.argv[1]), gz=True) as fh:\n"
+        "    fh.write(b'new' * 100000)\n    print('writing', flush=True)\n    sys.stdin.read()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(dest)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "writing"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert dest.read_bytes() == b"old"
+    [leftover] = [p.name for p in tmp_path.iterdir() if p != dest]
+    assert re.fullmatch(rf"part\.gz\.tmp-{proc.pid}-[0-9a-f]{{6}}", leftover)

@@ -220,8 +220,8 @@ def scrub_inbox(home: Path, sessions: Iterable[str] = ()) -> int:
 def reset_gate_sessions(state: dict[str, Any], sessions: Iterable[str]) -> bool:
     """Make the gate read these sessions again from their start, once, without counting
     anything twice. The gate knows a journal file by the hash of its first line and reads on
-    from a byte offset (`memory_agent.capture.gate._scan`): a rewritten file no longer matches, and
-    it would be read whole ON TOP of what was already counted. So each session's read
+    from a byte offset (`memory_agent.capture.observations.scan`): a rewritten file no longer
+    matches, and it would be read whole ON TOP of what was already counted. So each session's read
     positions, prompt counter and open episode (`journal[name]`) go, and so do the
     observations derived from it (its episode ids and its name in `observed`; an observation
     left with no episode goes). What the gate decided (promoted, proposed, rejected, skipped)

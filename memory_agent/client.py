@@ -12,7 +12,6 @@ at the same instant make exactly one daemon.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import http.client
 import itertools
 import json
@@ -27,6 +26,7 @@ from typing import Any
 
 from memory_agent import __version__
 from memory_agent.errors import DaemonError, ErrorInfo, Invalid, ToolCallError, from_wire
+from memory_agent.files import FileLock
 from memory_agent.limits import MAX_MESSAGE_BYTES, lone_surrogate
 from memory_agent.procs import pid_alive
 
@@ -123,12 +123,8 @@ class DaemonClient:
         """Held by whoever starts a daemon of this home (and by `scrub`, so none starts while
         it rewrites files): one starter at a time, across processes."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.run_dir / "spawn.lock", "a+") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        with FileLock(self.run_dir / "spawn.lock"):
+            yield
 
     def ensure(self) -> dict[str, Any]:
         """A healthy daemon of our version, started if needed. Returns its health."""

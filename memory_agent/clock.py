@@ -5,26 +5,50 @@ the time stamp of a usage event, recency and dormancy, gc - comes from one `Cloc
 it is the system clock; the `clock` setting (`MEMORY_AGENT_CLOCK`) pins it to a fixed instant
 (ISO 8601, e.g. `2026-11-30T09:00:00Z`), so tests and experiments never depend on the day they
 run. Operational times (log lines, uptime, timeouts) stay on the real clocks.
+
+`parse_time` is the one reader of a date the memory is given (the setting, an entry's
+frontmatter, the index's payloads, a search's `as_of`); each caller decides what a bad one means.
 """
 
 from __future__ import annotations
 
 import time
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: a hook does not import typing
+    from typing import Any
+
 __all__ = ["Clock", "iso", "parse_time"]
 
 
-def parse_time(value: str) -> float:
-    """Seconds since the epoch from ISO 8601 (a date alone means its midnight, UTC)."""
-    text = value.strip()
-    try:
-        import datetime as dt  # here: a hook's start-up does not pay for it
+def parse_time(value: Any, *, date_only: bool = False) -> float:
+    """Seconds since the epoch of an ISO 8601 time: the one date parser of the memory (the
+    `clock` setting, entry dates, the index's payloads, `as_of`). A date alone means its
+    midnight, UTC; a time without an offset is UTC; a `date` or `datetime` (as YAML reads
+    one) counts as its text would. With `date_only`, only a date is accepted (YYYY-MM-DD).
+    Anything else - None, a number, garbage - raises ValueError naming the value and the form.
+    Each caller decides what a bad value means to it (a setting refused, an entry invalid, a
+    ranking signal left out)."""
+    import datetime as dt  # here: a hook's start-up does not pay for it
 
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise ValueError(
-            f"{value!r} is not a time; use ISO 8601 such as 2026-11-30T09:00:00Z"
-        ) from exc
+    when = value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            if date_only:
+                when = dt.date.fromisoformat(text)
+            else:
+                when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            when = None
+    elif date_only and isinstance(value, dt.datetime):
+        when = None
+    if not isinstance(when, dt.date):  # a datetime is a date too
+        example = "2026-11-30" if date_only else "2026-11-30T09:00:00Z"
+        form = "a date" if date_only else "a time"
+        raise ValueError(f"{value!r} is not {form}; use ISO 8601 such as {example}")
+    if not isinstance(when, dt.datetime):
+        when = dt.datetime(when.year, when.month, when.day)
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
     return when.timestamp()

@@ -138,18 +138,27 @@ SETTINGS: tuple[Setting, ...] = (
         "... of at least this many sessions.",
     ),
     Setting(
+        "summarizer",
+        "MEMORY_AGENT_SUMMARIZER",
+        "chat",
+        "What may rewrite the text of a lesson the gate writes: `chat` (built in: the "
+        "OpenAI-compatible endpoint at summarizer_url; nothing while that is empty) or a name "
+        "a package registers under the entry-point group `memory_agent.summarizers`. The "
+        "gate's decision is never the summarizer's.",
+    ),
+    Setting(
         "summarizer_url",
         "MEMORY_AGENT_SUMMARIZER_URL",
         "",
-        "An OpenAI-compatible chat endpoint (e.g. http://127.0.0.1:11434/v1 for Ollama) that "
-        "rewrites a lesson's text; empty (default): heuristics only. The gate's decision is "
-        "never the model's.",
+        "For the `chat` summarizer: an OpenAI-compatible chat endpoint (e.g. "
+        "http://127.0.0.1:11434/v1 for Ollama) that rewrites a lesson's text; empty (default): "
+        "heuristics only. The gate's decision is never the model's.",
     ),
     Setting(
         "summarizer_model",
         "MEMORY_AGENT_SUMMARIZER_MODEL",
         "",
-        "The model name the summarizer endpoint expects.",
+        "The model name the `chat` summarizer's endpoint expects.",
     ),
     Setting(
         "start_timeout",

@@ -6,8 +6,10 @@ exception into that shape for the MCP tools, the daemon's admin routes and the C
     ├── NotFound                       not_found     no entry with that id
     ├── ReadOnly                       read_only     the entry belongs to a read-only corpus
     ├── Conflict                       conflict      the lifecycle or the working tree forbids it
-    │   └── RepoBusy                   conflict      git is mid-rebase/merge, on a detached HEAD
-    │                                                 or another branch: for now (retry later)
+    │   ├── RepoBusy                   conflict      git is mid-rebase/merge, on a detached HEAD
+    │   │                                             or another branch: for now (retry later)
+    │   └── LockBusy                   conflict      another process held a lock of the home
+    │                                                 past the wait: names it (memory_agent.files)
     ├── Invalid                        invalid       bad input: names the field and the bound
     ├── NotReady                       not_ready     no home yet, or the model is not loaded
     ├── ConfigError                    config        config.toml or repos.json is malformed
@@ -43,6 +45,7 @@ __all__ = [
     "GitError",
     "Internal",
     "Invalid",
+    "LockBusy",
     "MemoryAgentError",
     "NotFound",
     "NotReady",
@@ -90,6 +93,11 @@ class RepoBusy(Conflict):
     revert or bisect in progress, a detached HEAD, another branch checked out): no write now,
     the same write works once it is over. Same code as `Conflict` (the wire contract); a
     caller that retries later (the gate) tells the two apart."""
+
+
+class LockBusy(Conflict):
+    """Another process held a file lock (`memory_agent.files.FileLock`) for longer than the
+    wait allowed: the message names it (its pid, when known), the fix says what to do."""
 
 
 class Invalid(MemoryAgentError):

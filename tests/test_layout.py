@@ -51,6 +51,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "memory_agent.limits",
             "memory_agent.clock",
             "memory_agent.procs",
+            "memory_agent.files",
             "memory_agent.client",
         ),
     ),

@@ -18,7 +18,8 @@ strings shrink the margin, then are cut before they are redacted); lone surrogat
 U+FFFD. Each record is one `write` of one line
 (O_APPEND), so
 concurrent hooks of a session never interleave inside a line. Lines are never rewritten or
-dropped: compaction gzips a whole file crash-safely (a part gets its name only when complete,
+dropped: compaction gzips a whole file crash-safely (`memory_agent.files.gzip_to`: a part gets
+its name only when complete,
 and names the size and mtime of what it holds, so a plain file left by a crash is recognised
 and a session resumed later simply starts a new plain file), and retention only decides which
 episodes are searchable.
@@ -323,24 +324,15 @@ def finish_asides(folder: Path, transform: Callable[[bytes], bytes] | None = Non
 
 
 def _finish_asides(folder: Path, done: list[str], transform=None) -> None:
-    import gzip
-    import secrets
+    from memory_agent.files import gzip_to, temp_name
 
     for aside in sorted(folder.glob("*.jsonl.compacting")):
         st = aside.stat()
         plain = aside.name[: -len(".compacting")]
         part = aside.with_name(f"{plain}.{st.st_size}-{st.st_mtime_ns}.gz")
-        if not part.exists():
-            tmp = aside.with_name(f".{plain}.gz.tmp-{os.getpid()}-{secrets.token_hex(3)}")
-            with open(aside, "rb") as src, gzip.open(tmp, "wb") as dst:
-                if transform is not None:
-                    for line in src:
-                        dst.write(transform(line))
-                while chunk := src.read(1 << 16):
-                    dst.write(chunk)
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
-            os.replace(tmp, part)
+        if not part.exists():  # its temp name is hidden (`.<plain>.gz.tmp-...`): scrub cleans it
+            tmp = aside.with_name("." + temp_name(f"{plain}.gz"))
+            gzip_to(aside, part, tmp=tmp, transform=transform)
         aside.unlink()
         if plain not in done:
             done.append(plain)

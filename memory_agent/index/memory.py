@@ -27,11 +27,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from memory_agent import config as config_mod
 from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import Clock
+from memory_agent.files import FileLock
 from memory_agent.index.corpora import Corpus, load_corpora
 from memory_agent.index.links import link_graph
 from memory_agent.index.scanner import KB_SOURCE, Changes, Scanner, SourceStatus, entry_file
@@ -93,7 +92,7 @@ class Memory:
             episodes_since=lambda: self.clock() - 86400.0 * float(self.cfg.journal_retention_days),
         )
         self.last_refresh: str | None = None
-        self.lock = FileLock(str(self.run_dir / "home.lock")) if self.run_dir.is_dir() else None
+        self.lock = FileLock(self.run_dir / "home.lock") if self.run_dir.is_dir() else None
         # Learned per-entry stats (`recall.events.EntryStats` by id: the daemon folds them from
         # events/) and the clock the dynamics use; both are plain attributes so experiments can
         # set them. Typed loosely: the index side does not import the recall side (ADR 0013).
@@ -108,7 +107,7 @@ class Memory:
     def require_home(self) -> None:
         self.place.require()
         if self.lock is None:
-            self.lock = FileLock(str(self.run_dir / "home.lock"))
+            self.lock = FileLock(self.run_dir / "home.lock")
 
     @property
     def embedder(self) -> CachedEmbedder:
@@ -381,7 +380,7 @@ class Memory:
         created = self.place.create(demo=demo, clock=self.clock)
         if embedder:
             config_mod.write_setting(self.home, "embedder", embedder)
-        self.lock = FileLock(str(self.run_dir / "home.lock"))
+        self.lock = FileLock(self.run_dir / "home.lock")
         self.cfg = config_mod.load({"home": str(self.home)})
         if self._embedder is not None and self._embedder.cache is not None:
             self._embedder.cache.close()

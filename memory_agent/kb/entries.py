@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from memory_agent.clock import parse_time
 from memory_agent.errors import Invalid
 from memory_agent.limits import MAX_BODY, MAX_TITLE, not_one_line
 from ragcore import Document, normalize_text
@@ -91,17 +92,14 @@ class InvalidFile(ValidationError):
         self.fix = f"fix {path} by hand (or `git -C {path.parent.parent} checkout -- {path}`)"
 
 
-def _parse_time(value: Any) -> dt.datetime | None:
-    if isinstance(value, dt.datetime):
-        return value
-    if isinstance(value, dt.date):
-        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC)
-    if isinstance(value, str):
-        try:
-            return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    return None
+def _is_time(value: Any) -> bool:
+    """Whether a frontmatter date (text, or a date YAML read) is a time `clock.parse_time`
+    reads."""
+    try:
+        parse_time(value)
+    except ValueError:
+        return False
+    return True
 
 
 def make_id(title: str, taken: Any = frozenset()) -> str:
@@ -220,7 +218,7 @@ def validate(meta: dict[str, Any], body: str) -> list[str]:
             f"status: {meta['status']!r} is not a status; use one of {', '.join(STATUSES)}"
         )
     for key in ("created", "updated", "superseded_at", "archived_at"):
-        if meta.get(key) not in (None, "") and _parse_time(meta[key]) is None:
+        if meta.get(key) not in (None, "") and not _is_time(meta[key]):
             problems.append(
                 f"{key}: {meta[key]!r} is not a date; use ISO 8601 like 2026-11-30T09:00:00Z"
             )

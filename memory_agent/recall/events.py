@@ -18,11 +18,12 @@ files, same state): a corrupt line is skipped and counted, never fatal; a read e
 middle of a file keeps what was read before it. Events are derived data: deleting `events/`
 loses the learned ranking, never a memory.
 
-`compact` gzips the files of finished sessions, streaming, crash-safe: the compressed copy is
-written to a temp name unique to the process, fsynced, renamed to `<name>.jsonl.gz`, and only
-then is the plain file removed. If a crash leaves both, `fold` reads the `.gz` (complete by
-construction: it only gets its name once fully written) and ignores the plain file, so nothing
-is counted twice; the next `compact` removes the leftover.
+`compact` gzips the files of finished sessions, streaming, crash-safe
+(`memory_agent.files.gzip_to`): the compressed copy is written to a temp name unique to the
+process, fsynced, renamed to `<name>.jsonl.gz`, and only then is the plain file removed. If a
+crash leaves both, `fold` reads the `.gz` (complete by construction: it only gets its name once
+fully written) and ignores the plain file, so nothing is counted twice; the next `compact`
+removes the leftover.
 
 Design: docs/adr/0006-usage-events-and-bounded-reinforcement.md.
 """
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_agent.capture.redact import redact
+from memory_agent.files import gzip_to
 from memory_agent.procs import pid_alive
 from memory_agent.recall.policy import RECALL_COUNTS_UP_TO_RANK
 
@@ -245,13 +247,7 @@ def compact(folder: Path, *, keep: Path | None = None, older_than_s: float = 864
                 continue
         except FileNotFoundError:
             continue
-        tmp = path.with_name(f"{path.name}.gz.tmp-{os.getpid()}-{secrets.token_hex(3)}")
-        with open(path, "rb") as src, gzip.open(tmp, "wb") as dst:
-            while chunk := src.read(1 << 16):
-                dst.write(chunk)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, gz)
+        gzip_to(path, gz)  # its temp name: `<name>.jsonl.gz.tmp-<pid>-<hex>` (cleaned above)
         path.unlink()
         done.append(path.name)
     return done

@@ -5,11 +5,11 @@ signal's contribution, for `explain`.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory_agent.clock import parse_time
 from memory_agent.recall import policy
 from memory_agent.recall.events import EntryStats
 
@@ -35,14 +35,16 @@ class Ranked:
 
 
 def _ts(value: Any) -> float | None:
+    """A payload's time (`created`, ...) in seconds: a number as it is, text through
+    `clock.parse_time`; None when missing or not a time (that signal is left out)."""
     if isinstance(value, (int, float)):
         return float(value)
-    if isinstance(value, str) and value:
-        try:
-            return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
+    if value is None or value == "":
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
 
 
 def idle_days(payload: dict[str, Any], stats: EntryStats | None, now: float) -> float | None:

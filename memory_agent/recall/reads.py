@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory_agent import limits
 from memory_agent.capture.episodes import EPISODES
+from memory_agent.clock import parse_time
 from memory_agent.errors import Invalid, NotFound, NotReady
 from memory_agent.index.scanner import read_kb_entry
 from memory_agent.kb.entries import ENTRY_TYPES, MAX_LINKS_READ, read_entry
@@ -91,17 +92,16 @@ def check_search(query: Any, limit: Any, types: Any, tags: Any, as_of: Any) -> f
 def as_of_cutoff(as_of: str) -> float:
     """The end of the day `as_of` (YYYY-MM-DD, UTC) as a timestamp."""
     try:
-        day = dt.date.fromisoformat(str(as_of))
+        start = parse_time(str(as_of), date_only=True)
     except ValueError as exc:
         raise Invalid(f"as_of: {as_of!r} is not a date", "use YYYY-MM-DD, e.g. 2026-06-30") from exc
-    if day >= dt.date.max:  # its end is past the last day a datetime can hold
+    if start >= parse_time(dt.date.max):  # its end is past the last day a datetime can hold
         raise Invalid(
             f"as_of: {as_of} is past the last date the memory can answer for "
             f"({dt.date.max - dt.timedelta(days=1)})",
             "pass an earlier date, or leave as_of out for the memory as it stands now",
         )
-    end = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC) + dt.timedelta(days=1)
-    return end.timestamp() - 0.001
+    return start + 86400.0 - 0.001
 
 
 def standing_at(index: Index, cutoff: float) -> tuple[str, ...]:

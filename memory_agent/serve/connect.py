@@ -17,23 +17,33 @@ it puts in (our hook commands, our permission rules, the `memory` server when it
 keeping every other setting and, for a file written as JSON with a regular indent, its bytes.
 A malformed file is refused with its path and the fix, and nothing is changed.
 
+This module plans which files each agent needs and what of ours goes in each; how one file is
+changed so that only ours changes (the merge, the diff, the backed-up atomic write) is
+`memory_agent.serve.agent_settings`.
+
 $HOME (or `user_home`) locates the files; $CLAUDE_CONFIG_DIR and $CODEX_HOME are honoured as
 the agents themselves honour them.
 """
 
 from __future__ import annotations
 
-import copy
-import difflib
 import json
 import os
 import re
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from memory_agent.errors import ConfigError, Conflict, Invalid
+from memory_agent.serve.agent_settings import (
+    Change,
+    Moved,
+    json_change,
+    merge_allow,
+    merge_hooks,
+    merge_server,
+    write_change,
+)
 from memory_agent.serve.mcp_config import (
     OPENCODE_PLUGIN,
     READ_TOOLS,
@@ -51,181 +61,7 @@ END = "# END memory-agent"
 _OUR_TABLE = re.compile(r"""^\s*\[\s*mcp_servers\s*\.\s*(memory|"memory"|'memory')\s*[\].]""")
 
 
-# -- what is ours --------------------------------------------------------------------------------
-def _is_our_handler(handler: Any) -> bool:
-    command = handler.get("command") if isinstance(handler, dict) else None
-    if not isinstance(command, str):
-        return False
-    return "memory_agent/hookrun.py" in command or bool(
-        re.search(r"memory[-_]agent\S*\s+(?:.*\s)?hook(\s|$)", command)
-    )
-
-
-def _is_our_server(server: Any) -> bool:
-    if not isinstance(server, dict):
-        return False
-    command = server.get("command")
-    parts = command if isinstance(command, list) else [command, *(server.get("args") or [])]
-    text = " ".join(str(p) for p in parts)
-    return "proxy" in parts and ("memory-agent" in text or "memory_agent" in text)
-
-
-# -- JSON files ----------------------------------------------------------------------------------
-def _read_json(path: Path, what: str) -> tuple[str | None, dict]:
-    if not path.exists():
-        return None, {}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}", f"make {path} a readable file") from exc
-    if not text.strip():
-        return text, {}
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON ({exc}); nothing was changed",
-            f"fix or move {path} (it holds {what}), then run `memory-agent connect` again",
-        ) from exc
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{path} holds a JSON {type(data).__name__}, not an object; nothing was changed",
-            f"fix or move {path} (it holds {what}), then run `memory-agent connect` again",
-        )
-    return text, data
-
-
-def _dump_like(data: dict, old: str | None) -> str:
-    """JSON in the old text's style: its indent (2 by default) and its final newline."""
-    indent: int | str = 2
-    if old:
-        m = re.search(r"\n([ \t]+)\S", old)
-        if m:
-            indent = len(m.group(1)) if set(m.group(1)) == {" "} else m.group(1)
-    text = json.dumps(data, indent=indent, ensure_ascii=False)
-    return text + ("\n" if old is None or old.endswith("\n") else "")
-
-
-def _section(data: dict, key: str, path: Path) -> dict:
-    value = data.get(key, {})
-    if not isinstance(value, dict):
-        raise ConfigError(
-            f'"{key}" in {path} is a {type(value).__name__}, not an object; nothing was changed',
-            f'make "{key}" an object in {path}, then run `memory-agent connect` again',
-        )
-    return value
-
-
-def _merge_hooks(data: dict, ours: dict[str, list] | None, path: Path) -> None:
-    """Take our handlers out of every event; put ours (if any) back where they were."""
-    hooks = _section(data, "hooks", path)
-    for event in list(hooks):
-        blocks = hooks[event]
-        if not isinstance(blocks, list):
-            continue
-        kept, at = [], None
-        for block in blocks:
-            handlers = block.get("hooks") if isinstance(block, dict) else None
-            if not isinstance(handlers, list) or not any(map(_is_our_handler, handlers)):
-                kept.append(block)
-                continue
-            rest = [h for h in handlers if not _is_our_handler(h)]
-            if rest:
-                kept.append({**block, "hooks": rest})
-            elif at is None:
-                at = len(kept)
-        if ours and event in ours:
-            pos = at if at is not None else len(kept)
-            kept[pos:pos] = ours[event]
-        if kept:
-            hooks[event] = kept
-        else:
-            del hooks[event]
-    for event, blocks in (ours or {}).items():
-        if event not in hooks:
-            hooks[event] = blocks
-    if hooks:
-        data["hooks"] = hooks
-    else:
-        data.pop("hooks", None)
-
-
-def _merge_allow(data: dict, rules: list[str], remove: bool, path: Path) -> None:
-    permissions = _section(data, "permissions", path)
-    allow = permissions.get("allow", [])
-    if not isinstance(allow, list):
-        raise ConfigError(
-            f'"permissions.allow" in {path} is not a list; nothing was changed',
-            f'make "permissions.allow" a list in {path}, then run `memory-agent connect` again',
-        )
-    if remove:
-        allow = [r for r in allow if r not in rules]
-    else:
-        allow = allow + [r for r in rules if r not in allow]
-    if allow:
-        permissions["allow"] = allow
-    else:
-        permissions.pop("allow", None)
-    if permissions:
-        data["permissions"] = permissions
-    else:
-        data.pop("permissions", None)
-
-
-def _merge_server(data: dict, key: str, server: dict | None, path: Path) -> None:
-    servers = _section(data, key, path)
-    current = servers.get("memory")
-    if current is not None and not _is_our_server(current):
-        raise Conflict(
-            f'{path} already has an MCP server named "memory" that is not memory-agent\'s '
-            f"({json.dumps(current)[:200]}); nothing was changed",
-            f"rename or remove that server in {path}, then run `memory-agent connect` again",
-        )
-    if server is None:
-        servers.pop("memory", None)
-    elif current != server:
-        servers["memory"] = server
-    if servers:
-        data[key] = servers
-    else:
-        data.pop(key, None)
-
-
 # -- the plan --------------------------------------------------------------------------------
-class _Change:
-    def __init__(self, path: Path, old: str | None, new: str | None, note: str = ""):
-        self.path, self.old, self.new, self.note = path, old, new, note
-
-    @property
-    def action(self) -> str:
-        if self.old == self.new:
-            return "unchanged"
-        if self.new is None:
-            return "delete"
-        return "create" if self.old is None else "update"
-
-    def diff(self) -> str:
-        if self.old == self.new:
-            return ""
-        lines = difflib.unified_diff(
-            (self.old or "").splitlines(keepends=True),
-            (self.new or "").splitlines(keepends=True),
-            fromfile=str(self.path) if self.old is not None else "/dev/null",
-            tofile=str(self.path) if self.new is not None else "/dev/null",
-            n=2,
-        )
-        return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-
-
-def _json_change(path: Path, what: str, edit) -> _Change:
-    old, data = _read_json(path, what)
-    before = copy.deepcopy(data)
-    edit(data)
-    if data == before:
-        return _Change(path, old, old)  # nothing of ours to change: keep the bytes
-    return _Change(path, old, _dump_like(data, old))
-
-
 def _claude_dir(user_home: Path) -> Path:
     return (
         Path(os.environ["CLAUDE_CONFIG_DIR"])
@@ -255,24 +91,24 @@ def _server(home: Path, style: str) -> dict:
     return {"command": cmd[0], "args": cmd[1:]}
 
 
-def _plan_claude(home: Path, user_home: Path, remove: bool) -> list[_Change]:
+def _plan_claude(home: Path, user_home: Path, remove: bool) -> list[Change]:
     ours = hook_settings(home, "claude-code")
     settings = _claude_dir(user_home) / "settings.json"
     rules = [f"mcp__memory__{t}" for t in READ_TOOLS]
     assert rules == claude_permissions()["allow"]
 
     def edit_settings(data: dict) -> None:
-        _merge_hooks(data, None if remove else ours["hooks"], settings)
-        _merge_allow(data, rules, remove, settings)
+        merge_hooks(data, None if remove else ours["hooks"], settings)
+        merge_allow(data, rules, remove, settings)
 
     claude_json = _claude_json(user_home)
 
     def edit_claude_json(data: dict) -> None:
-        _merge_server(data, "mcpServers", None if remove else _server(home, "claude"), claude_json)
+        merge_server(data, "mcpServers", None if remove else _server(home, "claude"), claude_json)
 
     return [
-        _json_change(settings, "Claude Code's settings", edit_settings),
-        _json_change(claude_json, "Claude Code's state and MCP servers", edit_claude_json),
+        json_change(settings, "Claude Code's settings", edit_settings),
+        json_change(claude_json, "Claude Code's state and MCP servers", edit_claude_json),
     ]
 
 
@@ -284,7 +120,7 @@ def _toml_block(home: Path) -> str:
     )
 
 
-def _codex_toml_change(path: Path, home: Path, remove: bool) -> _Change:
+def _codex_toml_change(path: Path, home: Path, remove: bool) -> Change:
     import tomllib
 
     old = None
@@ -326,19 +162,19 @@ def _codex_toml_change(path: Path, home: Path, remove: bool) -> _Change:
         assert (server is None) if remove else (server == _server(home, "codex"))
     if old is None and not new:
         new = None
-    return _Change(path, old, new)
+    return Change(path, old, new)
 
 
-def _plan_codex(home: Path, user_home: Path, remove: bool) -> list[_Change]:
+def _plan_codex(home: Path, user_home: Path, remove: bool) -> list[Change]:
     folder = _codex_dir(user_home)
     hooks_json = folder / "hooks.json"
     ours = hook_settings(home, "codex")["hooks"]
     return [
         _codex_toml_change(folder / "config.toml", home, remove),
-        _json_change(
+        json_change(
             hooks_json,
             "Codex's hooks",
-            lambda data: _merge_hooks(data, None if remove else ours, hooks_json),
+            lambda data: merge_hooks(data, None if remove else ours, hooks_json),
         ),
     ]
 
@@ -358,7 +194,7 @@ def _plugin_text(home: Path) -> str:
     )
 
 
-def _plan_opencode(home: Path, user_home: Path, remove: bool) -> list[_Change]:
+def _plan_opencode(home: Path, user_home: Path, remove: bool) -> list[Change]:
     base = Path(os.environ.get("XDG_CONFIG_HOME") or user_home / ".config") / "opencode"
     config = base / "opencode.json"
     if not config.exists() and (base / "opencode.jsonc").exists():
@@ -368,7 +204,7 @@ def _plan_opencode(home: Path, user_home: Path, remove: bool) -> list[_Change]:
         )
 
     def edit(data: dict) -> None:
-        _merge_server(data, "mcp", None if remove else _server(home, "opencode"), config)
+        merge_server(data, "mcp", None if remove else _server(home, "opencode"), config)
 
     plugin = base / "plugins" / "memory-agent.ts"
     old_plugin = plugin.read_text(encoding="utf-8") if plugin.exists() else None
@@ -384,18 +220,18 @@ def _plan_opencode(home: Path, user_home: Path, remove: bool) -> list[_Change]:
         )
     new_plugin = None if remove else _plugin_text(home)
     return [
-        _json_change(config, "opencode's settings", edit),
-        _Change(plugin, old_plugin, new_plugin),
+        json_change(config, "opencode's settings", edit),
+        Change(plugin, old_plugin, new_plugin),
     ]
 
 
-def _plan_cursor(home: Path, user_home: Path, remove: bool) -> list[_Change]:
+def _plan_cursor(home: Path, user_home: Path, remove: bool) -> list[Change]:
     path = user_home / ".cursor" / "mcp.json"
     return [
-        _json_change(
+        json_change(
             path,
             "Cursor's MCP servers",
-            lambda data: _merge_server(
+            lambda data: merge_server(
                 data, "mcpServers", None if remove else _server(home, "cursor"), path
             ),
         )
@@ -427,46 +263,6 @@ NOTES = {
 }
 
 
-# -- writing -------------------------------------------------------------------------------------
-def _write(change: _Change, stamp: str, recheck: bool) -> str | None:
-    """Back the file up, then replace it atomically; its backup's path. With `recheck`, the
-    file is read again just before the rename: if someone (Claude Code) changed it meanwhile,
-    raise so the caller merges again."""
-    path = change.path
-    if path.is_symlink():  # a dotfile manager's link (stow, home-manager): write its target
-        path = path.resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    backup = None
-    if change.old is not None:
-        backup = path.with_name(f"{path.name}.memory-agent-{stamp}.bak")
-        n = 1
-        while backup.exists():  # two runs in one second: keep both backups
-            backup, n = path.with_name(f"{path.name}.memory-agent-{stamp}-{n}.bak"), n + 1
-        shutil.copy2(path, backup)
-    if change.new is None:
-        path.unlink()
-        return str(backup) if backup else None
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    tmp = path.with_name(f".{path.name}.memory-agent-{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.write(fd, change.new.encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.chmod(tmp, mode)
-    now = path.read_text(encoding="utf-8") if path.exists() else None
-    if recheck and now != change.old:
-        tmp.unlink()
-        raise _Moved(path)
-    os.replace(tmp, path)
-    return str(backup) if backup else None
-
-
-class _Moved(Exception):
-    pass
-
-
 def connect(
     agent: str,
     home: Path,
@@ -487,10 +283,10 @@ def connect(
             if confirm:
                 for change in changes:
                     if change.action != "unchanged":
-                        backup = _write(change, stamp, recheck=True)
+                        backup = write_change(change, stamp, recheck=True)
                         written.append((change.path, backup))
             break
-        except _Moved:
+        except Moved:
             if attempt == 4:
                 raise Conflict(
                     f"{changes[0].path.parent} keeps changing while memory-agent merges into "

@@ -17,7 +17,6 @@ Logs go to `run/daemon.log` (and stderr with `--foreground`); nothing is written
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import socket
@@ -30,6 +29,7 @@ from typing import Any
 from memory_agent import __version__
 from memory_agent import config as config_mod
 from memory_agent.errors import AlreadyRunning, DaemonError
+from memory_agent.files import FileLock
 
 __all__ = ["AlreadyRunning", "run_daemon"]
 
@@ -76,21 +76,16 @@ def _setup_logging(run_dir: Path, foreground: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def _take_daemon_lock(run_dir: Path):
-    fh = open(run_dir / "daemon.lock", "a+")  # noqa: SIM115 - held for the process's life
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.close()
+def _take_daemon_lock(run_dir: Path) -> FileLock:
+    lock = FileLock(run_dir / "daemon.lock")  # held for the process's life
+    if not lock.try_acquire():
         pid = (
             (run_dir / "daemon.pid").read_text().strip()
             if (run_dir / "daemon.pid").exists()
             else "?"
         )
-        raise AlreadyRunning(
-            f"a memory daemon is already running for this home (pid {pid})"
-        ) from None
-    return fh
+        raise AlreadyRunning(f"a memory daemon is already running for this home (pid {pid})")
+    return lock
 
 
 def _bind_socket(path: Path) -> socket.socket:
@@ -303,7 +298,7 @@ def run_daemon(
         # Never write to an inherited stdout: point fd 1 at the log's sink (stderr/devnull).
         os.dup2(2, 1)
     _setup_logging(run_dir, foreground)
-    lock_fh = _take_daemon_lock(run_dir)
+    daemon_lock = _take_daemon_lock(run_dir)
     assert memory.lock is not None
     memory.lock.acquire(timeout=60)  # CLI processes of an older kind may hold it briefly
     pid_file = run_dir / "daemon.pid"
@@ -353,5 +348,4 @@ def run_daemon(
             except FileNotFoundError:
                 pass
         memory.lock.release()
-        fcntl.flock(lock_fh, fcntl.LOCK_UN)
-        lock_fh.close()
+        daemon_lock.release()

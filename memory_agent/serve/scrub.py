@@ -36,7 +36,6 @@ import gzip
 import json
 import logging
 import os
-import secrets
 import shlex
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import Any
 
 from memory_agent.capture import journal
 from memory_agent.capture.redact import redact, redact_value
+from memory_agent.files import replacing, temp_name
 from memory_agent.procs import pid_alive
 from memory_agent.recall.events import redact_event
 
@@ -110,30 +110,12 @@ def _read(path: Path) -> list[bytes]:
         return fh.readlines()
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _replace(path: Path, lines: list[bytes]) -> None:
     """Write `lines` over `path` crash-safely (gzipped if its name ends in .gz): a temp file
-    unique to this process, fsynced, renamed over it."""
-    tmp = path.with_name(f".{path.name}.scrub.tmp-{os.getpid()}-{secrets.token_hex(3)}")
-    opener = gzip.open if path.name.endswith(".gz") else open
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    os.close(fd)
-    try:
-        with opener(tmp, "wb") as fh:
-            fh.writelines(lines)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
+    unique to this process (hidden, so `_stale_temps` finds it), fsynced, renamed over it."""
+    tmp = path.with_name("." + temp_name(f"{path.name}.scrub"))
+    with replacing(path, tmp=tmp, gz=path.name.endswith(".gz")) as fh:
+        fh.writelines(lines)
 
 
 def _stale_temps(folder: Path) -> int:
@@ -238,8 +220,8 @@ def scrub_inbox(home: Path, sessions: Iterable[str] = ()) -> int:
 def reset_gate_sessions(state: dict[str, Any], sessions: Iterable[str]) -> bool:
     """Make the gate read these sessions again from their start, once, without counting
     anything twice. The gate knows a journal file by the hash of its first line and reads on
-    from a byte offset (`memory_agent.capture.gate._scan`): a rewritten file no longer matches, and
-    it would be read whole ON TOP of what was already counted. So each session's read
+    from a byte offset (`memory_agent.capture.observations.scan`): a rewritten file no longer
+    matches, and it would be read whole ON TOP of what was already counted. So each session's read
     positions, prompt counter and open episode (`journal[name]`) go, and so do the
     observations derived from it (its episode ids and its name in `observed`; an observation
     left with no episode goes). What the gate decided (promoted, proposed, rejected, skipped)

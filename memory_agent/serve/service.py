@@ -461,7 +461,7 @@ class Service:
         return self._write(self.gateway.archive, **kwargs)
 
     def status(self) -> dict[str, Any]:
-        from memory_agent.capture.hooks import last_events
+        from memory_agent.capture.clients import last_events
 
         reply = self._status()
         reply["clients"] = last_events(self.memory.home)  # each agent's last hook event

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from memory_agent import config
-from memory_agent.capture.gate import lesson_key, read_state
+from memory_agent.capture.gate import read_state
 from memory_agent.capture.journal import compact
+from memory_agent.capture.lessons import lesson_key
 from memory_agent.client import DaemonClient
 from memory_agent.index.memory import Memory
 from memory_agent.serve.mcp_config import hook_command

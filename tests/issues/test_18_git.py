@@ -18,7 +18,7 @@ import pytest
 from memory_agent import config
 from memory_agent.capture import journal
 from memory_agent.capture.gate import Gate, read_state
-from memory_agent.capture.hooks import record_for
+from memory_agent.capture.records import record_for
 from memory_agent.client import DaemonClient
 from memory_agent.errors import Conflict, GitError, RepoBusy, ToolCallError, describe
 from memory_agent.index.links import link_graph

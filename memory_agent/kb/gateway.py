@@ -46,19 +46,13 @@ from memory_agent.kb.entries import (
 )
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.intents import Intent, RedoLog, RequestLog, fingerprint
+from memory_agent.kb.policy import dedup_threshold
 from ragcore import Document, Filter
 
-__all__ = ["DEDUP_THRESHOLDS", "Gateway"]
+__all__ = ["Gateway"]
 
 log = logging.getLogger("memory_agent.gateway")
 PREVIEW_KEEP_S = 3600.0  # a confirm this soon after its preview writes the preview's times
-
-# Cosine similarity at or above which a new entry is a near-duplicate of an existing active
-# entry, per embedder. minilm: the middle of the gap between distinct/related entries (max
-# 0.775) and light rewordings (min 0.954) on the demo KB, experiments/dedup-threshold.
-# bge-m3: the seed system's calibration on its own KB (distinct <= 0.792, re-adds >= 0.949);
-# not re-measured here (no BGE-M3 weights on the measuring machine).
-DEDUP_THRESHOLDS = {"minilm": 0.865, "bge-m3": 0.88}
 
 
 class Gateway:
@@ -225,7 +219,7 @@ class Gateway:
         same = self.memory.same_text(content_key(title, body), exclude)
         if same is not None:
             return {"duplicate_of": same, "score": 1.0, "match": "exact"}
-        threshold = DEDUP_THRESHOLDS.get(self.memory.cfg.embedder, 0.9)
+        threshold = dedup_threshold(self.memory.cfg.embedder)
         nearest = self.nearest(title, body, exclude)
         if nearest is not None and nearest[1] >= threshold:
             return {"duplicate_of": nearest[0], "score": round(nearest[1], 4), "match": "near"}

@@ -12,8 +12,8 @@ import numpy as np
 
 from memory_agent import config
 from memory_agent.index.memory import Memory
-from memory_agent.index.scanner import kb_files
 from memory_agent.kb.entries import read_entry
+from memory_agent.kb.files import kb_files
 from memory_agent.kb.gateway import Gateway
 
 HERE = Path(__file__).parent

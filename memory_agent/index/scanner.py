@@ -1,10 +1,9 @@
 """The scanner: which files are documents, what changed since the index last saw them, and
 what is wrong with them.
 
-- KB entries are `kb/<type>/<id>.md`, regular files in real folders. A symbolic link inside
-  the KB (a type folder or an entry file; a KB pulled with git can bring one in) is never
-  followed: it is reported as a problem and left out, so no read or write can be led outside
-  the KB or onto another entry.
+- KB entries are the files `memory_agent.kb.files` says are entries; a symbolic link or a
+  second file of the same id is reported as a problem and left out.
+- Episodes are derived from the journal's session files (`capture.episodes`).
 - Read-only corpora are scanned with their `PathRule` (one rule for scans and for lookups).
 - Every indexed document carries a stamp (the file's mtime and size). A full scan stats every
   file and reads only those whose stamp differs from the index's - after a restart too, since
@@ -25,22 +24,14 @@ from typing import Any
 
 from memory_agent.capture.episodes import EPISODES, load_session
 from memory_agent.capture.journal import sessions
-from memory_agent.errors import Invalid, NotFound
+from memory_agent.errors import NotFound
 from memory_agent.index.corpora import Corpus, load_corpus_document
 from memory_agent.index.watch import Watcher, inotify_available
-from memory_agent.kb.entries import ENTRY_TYPES, InvalidFile, ValidationError, check_id, read_entry
+from memory_agent.kb.entries import ENTRY_TYPES, ValidationError
+from memory_agent.kb.files import duplicate_problem, kb_claims, kb_files, read_kb_entry
 from ragcore import DocInfo, Document, DocumentError
 
-__all__ = [
-    "KB_SOURCE",
-    "Changes",
-    "Scanner",
-    "SourceStatus",
-    "entry_file",
-    "kb_claims",
-    "kb_files",
-    "read_kb_entry",
-]
+__all__ = ["KB_SOURCE", "Changes", "Scanner", "SourceStatus"]
 
 KB_SOURCE = "kb"
 log = logging.getLogger("memory_agent.scanner")
@@ -88,91 +79,6 @@ def stamp_of(st: os.stat_result) -> str:
     return f"{st.st_mtime_ns}:{st.st_size}"
 
 
-def _link_problem(path: Path, kb_dir: Path) -> str:
-    return (
-        f"{path.relative_to(kb_dir)} is a symbolic link; links inside kb/ are never followed: "
-        "replace it with the real file or folder"
-    )
-
-
-def kb_files(kb_dir: Path) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Every entry file (`<type>/<name>.md`, a regular file in a real folder), sorted, and
-    (path, problem) for each symbolic link found on the way."""
-    files: list[Path] = []
-    problems: list[tuple[str, str]] = []
-    for entry_type in ENTRY_TYPES:
-        folder = kb_dir / entry_type
-        if folder.is_symlink():
-            problems.append((str(folder), _link_problem(folder, kb_dir)))
-            continue
-        try:
-            with os.scandir(folder) as listing:  # the kind comes with the listing: no stat
-                found = [
-                    (e.name, e.is_symlink(), e.is_file(follow_symlinks=False))
-                    for e in listing
-                    if e.name.endswith(".md")
-                ]
-        except (NotADirectoryError, FileNotFoundError):
-            continue
-        for name, link, regular in sorted(found):  # names as strings: 100k Paths sort slowly
-            if link:
-                problems.append((str(folder / name), _link_problem(folder / name, kb_dir)))
-            elif regular:
-                files.append(folder / name)
-    return files, problems
-
-
-def read_kb_entry(path: Path):
-    """The entry in `path`, a file of the KB: read, validated, and refused (`ValidationError`)
-    unless the file is `<type>/<id>.md` for the type and id its frontmatter gives. The scans
-    and `memory_get` (and the gateway) all read KB files through this, so a file the index
-    leaves out is never served as an entry."""
-    entry = read_entry(path)
-    if path.stem != entry.id or path.parent.name != entry.type:
-        raise InvalidFile(
-            [
-                f"id/type: the file must be {entry.type}/{entry.id}.md to match "
-                f"its frontmatter; rename it or fix the frontmatter"
-            ],
-            path,
-        )
-    return entry
-
-
-def _duplicate_problem(path: Path, owner: Path, kb_dir: Path) -> str:
-    return (
-        f"{path.relative_to(kb_dir)}: id {path.stem!r} is already used by "
-        f"{owner.relative_to(kb_dir)}; rename one of them"
-    )
-
-
-def kb_claims(kb_dir: Path, entry_id: str) -> tuple[Path | None, dict[str, str]]:
-    """Who holds `entry_id`, by the rule of the full scan: the first regular `<id>.md` in the
-    order of ENTRY_TYPES owns it; a later one is a duplicate, a link is never followed. Returns
-    the owner and a problem per other path (keyed by path). Ten lookups."""
-    owner: Path | None = None
-    problems: dict[str, str] = {}
-    for entry_type in ENTRY_TYPES:
-        folder = kb_dir / entry_type
-        path = folder / f"{entry_id}.md"
-        if folder.is_symlink():
-            continue  # reported with the folder by the full scan
-        if path.is_symlink():
-            problems[str(path)] = _link_problem(path, kb_dir)
-        elif path.is_file():
-            if owner is None:
-                owner = path
-            else:
-                problems[str(path)] = _duplicate_problem(path, owner, kb_dir)
-    return owner, problems
-
-
-def name_taken(kb_dir: Path, entry_id: str) -> bool:
-    """True when a new entry may not take `entry_id`: some type folder already holds
-    `<id>.md` (an entry, a link or anything else). Ten lookups, whatever the size of the KB."""
-    return any(os.path.lexists(kb_dir / t / f"{entry_id}.md") for t in ENTRY_TYPES)
-
-
 def _session_of(filename: str) -> str | None:
     """The session a journal file belongs to (plain, aside or part), or None."""
     for suffix in (".jsonl", ".jsonl.compacting"):
@@ -180,29 +86,6 @@ def _session_of(filename: str) -> str | None:
             return filename[: -len(suffix)]
     if filename.endswith(".gz") and ".jsonl." in filename and not filename.startswith("."):
         return filename.split(".jsonl.", 1)[0]
-    return None
-
-
-def entry_file(kb_dir: Path, entry_id: str) -> Path | None:
-    """The file of KB entry `entry_id`, or None. Raises `Invalid` (naming the path) when the
-    entry's file or folder is a symbolic link; never scans the whole KB."""
-    if check_id(entry_id) is not None:
-        return None
-    for entry_type in ENTRY_TYPES:
-        folder = kb_dir / entry_type
-        path = folder / f"{entry_id}.md"
-        if folder.is_symlink() and path.exists():
-            raise Invalid(
-                f"{folder} is a symbolic link; memory-agent does not follow links inside kb/",
-                f"replace {folder} with a real folder",
-            )
-        if path.is_symlink():
-            raise Invalid(
-                f"{path} is a symbolic link; memory-agent does not follow links inside kb/",
-                f"replace {path} with the real file",
-            )
-        if path.is_file():
-            return path
     return None
 
 
@@ -363,7 +246,7 @@ class Scanner:
             doc_id = path.stem
             seen_paths.add(str(path))
             if doc_id in seen:  # the rule of `kb_claims`: the first in ENTRY_TYPES order owns it
-                self._kb_problems[str(path)] = _duplicate_problem(path, seen[doc_id], self.kb_dir)
+                self._kb_problems[str(path)] = duplicate_problem(path, seen[doc_id], self.kb_dir)
                 continue
             seen[doc_id] = path
             try:

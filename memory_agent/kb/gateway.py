@@ -32,7 +32,7 @@ from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import iso
 from memory_agent.errors import Conflict, Invalid, NotFound, ReadOnly, WriteFailed
 from memory_agent.index.memory import Memory
-from memory_agent.index.scanner import KB_SOURCE, entry_file, name_taken, read_kb_entry
+from memory_agent.index.scanner import KB_SOURCE
 from memory_agent.kb.entries import (
     ENTRY_TYPES,
     LINK_KINDS,
@@ -44,6 +44,7 @@ from memory_agent.kb.entries import (
     render_entry,
     validate,
 )
+from memory_agent.kb.files import entry_file, name_taken, read_kb_entry
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.intents import Intent, RedoLog, RequestLog, fingerprint
 from memory_agent.kb.policy import dedup_threshold

@@ -12,9 +12,9 @@ import numpy as np
 
 from memory_agent import config
 from memory_agent.index.memory import Memory
-from memory_agent.index.scanner import kb_files
+from memory_agent.kb.dedup import nearest
 from memory_agent.kb.entries import read_entry
-from memory_agent.kb.gateway import Gateway
+from memory_agent.kb.files import kb_files
 
 HERE = Path(__file__).parent
 
@@ -30,7 +30,6 @@ def main() -> None:
         memory = Memory(config.load({"home": tmp, "embedder": args.embedder}), resident=True)
         memory.require_home()
         memory.sync()
-        gateway = Gateway(memory)
         scores: dict[str, list[float]] = {
             "distinct": [],
             "related": [],
@@ -42,11 +41,11 @@ def main() -> None:
             entry = read_entry(path)
             if entry.status != "active":
                 continue
-            doc_id, score = gateway.nearest(entry.title, entry.body, exclude={entry.id})
+            doc_id, score = nearest(memory, entry.title, entry.body, exclude={entry.id})
             scores["distinct"].append(score)
             worst.setdefault("distinct", []).append((score, entry.id, doc_id))
         for row in rows:
-            doc_id, score = gateway.nearest(row["title"], row["body"])
+            doc_id, score = nearest(memory, row["title"], row["body"])
             hit = doc_id == row["source"]
             scores[row["kind"]].append(score)
             worst.setdefault(row["kind"], []).append((score, row["source"], doc_id, hit))

@@ -31,9 +31,11 @@ from memory_agent import config as config_mod
 from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import Clock
 from memory_agent.files import FileLock
+from memory_agent.index.changes import Changes
 from memory_agent.index.corpora import Corpus, load_corpora
 from memory_agent.index.links import link_graph
-from memory_agent.index.scanner import KB_SOURCE, Changes, Scanner, SourceStatus, entry_file
+from memory_agent.index.scanner import KB_SOURCE, Scanner, SourceStatus
+from memory_agent.kb.files import entry_file
 from memory_agent.kb.home import DEMO_KB, Home
 from ragcore import (
     CachedEmbedder,

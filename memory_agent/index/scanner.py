@@ -1,10 +1,9 @@
 """The scanner: which files are documents, what changed since the index last saw them, and
 what is wrong with them.
 
-- KB entries are `kb/<type>/<id>.md`, regular files in real folders. A symbolic link inside
-  the KB (a type folder or an entry file; a KB pulled with git can bring one in) is never
-  followed: it is reported as a problem and left out, so no read or write can be led outside
-  the KB or onto another entry.
+- KB entries are the files `memory_agent.kb.files` says are entries; a symbolic link or a
+  second file of the same id is reported as a problem and left out.
+- Episodes are derived from the journal's session files (`index.episode_source`).
 - Read-only corpora are scanned with their `PathRule` (one rule for scans and for lookups).
 - Every indexed document carries a stamp (the file's mtime and size). A full scan stats every
   file and reads only those whose stamp differs from the index's - after a restart too, since
@@ -23,24 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_agent.capture.episodes import EPISODES, load_session
-from memory_agent.capture.journal import sessions
-from memory_agent.errors import Invalid, NotFound
+from memory_agent.capture.episodes import EPISODES
+from memory_agent.errors import NotFound
+from memory_agent.index.changes import Changes, Known, stamp_of
 from memory_agent.index.corpora import Corpus, load_corpus_document
+from memory_agent.index.episode_source import EpisodeSource
 from memory_agent.index.watch import Watcher, inotify_available
-from memory_agent.kb.entries import ENTRY_TYPES, InvalidFile, ValidationError, check_id, read_entry
+from memory_agent.kb.entries import ENTRY_TYPES, ValidationError
+from memory_agent.kb.files import duplicate_problem, kb_claims, kb_files, read_kb_entry
 from ragcore import DocInfo, Document, DocumentError
 
-__all__ = [
-    "KB_SOURCE",
-    "Changes",
-    "Scanner",
-    "SourceStatus",
-    "entry_file",
-    "kb_claims",
-    "kb_files",
-    "read_kb_entry",
-]
+__all__ = ["KB_SOURCE", "Scanner", "SourceStatus"]
 
 KB_SOURCE = "kb"
 log = logging.getLogger("memory_agent.scanner")
@@ -68,147 +60,6 @@ class SourceStatus:
         return out
 
 
-@dataclass
-class Changes:
-    """What a scan found to do: documents to (re)index, ids to drop, stamps to update (the
-    file was touched, its content is the same), and whether it was a full scan."""
-
-    upserts: list[Document] = field(default_factory=list)
-    deletes: list[str] = field(default_factory=list)
-    restamps: dict[str, str | None] = field(default_factory=dict)
-    full: bool = False
-    looked_at: int = 0  # files stat'ed
-
-    @property
-    def empty(self) -> bool:
-        return not (self.upserts or self.deletes or self.restamps)
-
-
-def stamp_of(st: os.stat_result) -> str:
-    return f"{st.st_mtime_ns}:{st.st_size}"
-
-
-def _link_problem(path: Path, kb_dir: Path) -> str:
-    return (
-        f"{path.relative_to(kb_dir)} is a symbolic link; links inside kb/ are never followed: "
-        "replace it with the real file or folder"
-    )
-
-
-def kb_files(kb_dir: Path) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Every entry file (`<type>/<name>.md`, a regular file in a real folder), sorted, and
-    (path, problem) for each symbolic link found on the way."""
-    files: list[Path] = []
-    problems: list[tuple[str, str]] = []
-    for entry_type in ENTRY_TYPES:
-        folder = kb_dir / entry_type
-        if folder.is_symlink():
-            problems.append((str(folder), _link_problem(folder, kb_dir)))
-            continue
-        try:
-            with os.scandir(folder) as listing:  # the kind comes with the listing: no stat
-                found = [
-                    (e.name, e.is_symlink(), e.is_file(follow_symlinks=False))
-                    for e in listing
-                    if e.name.endswith(".md")
-                ]
-        except (NotADirectoryError, FileNotFoundError):
-            continue
-        for name, link, regular in sorted(found):  # names as strings: 100k Paths sort slowly
-            if link:
-                problems.append((str(folder / name), _link_problem(folder / name, kb_dir)))
-            elif regular:
-                files.append(folder / name)
-    return files, problems
-
-
-def read_kb_entry(path: Path):
-    """The entry in `path`, a file of the KB: read, validated, and refused (`ValidationError`)
-    unless the file is `<type>/<id>.md` for the type and id its frontmatter gives. The scans
-    and `memory_get` (and the gateway) all read KB files through this, so a file the index
-    leaves out is never served as an entry."""
-    entry = read_entry(path)
-    if path.stem != entry.id or path.parent.name != entry.type:
-        raise InvalidFile(
-            [
-                f"id/type: the file must be {entry.type}/{entry.id}.md to match "
-                f"its frontmatter; rename it or fix the frontmatter"
-            ],
-            path,
-        )
-    return entry
-
-
-def _duplicate_problem(path: Path, owner: Path, kb_dir: Path) -> str:
-    return (
-        f"{path.relative_to(kb_dir)}: id {path.stem!r} is already used by "
-        f"{owner.relative_to(kb_dir)}; rename one of them"
-    )
-
-
-def kb_claims(kb_dir: Path, entry_id: str) -> tuple[Path | None, dict[str, str]]:
-    """Who holds `entry_id`, by the rule of the full scan: the first regular `<id>.md` in the
-    order of ENTRY_TYPES owns it; a later one is a duplicate, a link is never followed. Returns
-    the owner and a problem per other path (keyed by path). Ten lookups."""
-    owner: Path | None = None
-    problems: dict[str, str] = {}
-    for entry_type in ENTRY_TYPES:
-        folder = kb_dir / entry_type
-        path = folder / f"{entry_id}.md"
-        if folder.is_symlink():
-            continue  # reported with the folder by the full scan
-        if path.is_symlink():
-            problems[str(path)] = _link_problem(path, kb_dir)
-        elif path.is_file():
-            if owner is None:
-                owner = path
-            else:
-                problems[str(path)] = _duplicate_problem(path, owner, kb_dir)
-    return owner, problems
-
-
-def name_taken(kb_dir: Path, entry_id: str) -> bool:
-    """True when a new entry may not take `entry_id`: some type folder already holds
-    `<id>.md` (an entry, a link or anything else). Ten lookups, whatever the size of the KB."""
-    return any(os.path.lexists(kb_dir / t / f"{entry_id}.md") for t in ENTRY_TYPES)
-
-
-def _session_of(filename: str) -> str | None:
-    """The session a journal file belongs to (plain, aside or part), or None."""
-    for suffix in (".jsonl", ".jsonl.compacting"):
-        if filename.endswith(suffix) and not filename.startswith("."):
-            return filename[: -len(suffix)]
-    if filename.endswith(".gz") and ".jsonl." in filename and not filename.startswith("."):
-        return filename.split(".jsonl.", 1)[0]
-    return None
-
-
-def entry_file(kb_dir: Path, entry_id: str) -> Path | None:
-    """The file of KB entry `entry_id`, or None. Raises `Invalid` (naming the path) when the
-    entry's file or folder is a symbolic link; never scans the whole KB."""
-    if check_id(entry_id) is not None:
-        return None
-    for entry_type in ENTRY_TYPES:
-        folder = kb_dir / entry_type
-        path = folder / f"{entry_id}.md"
-        if folder.is_symlink() and path.exists():
-            raise Invalid(
-                f"{folder} is a symbolic link; memory-agent does not follow links inside kb/",
-                f"replace {folder} with a real folder",
-            )
-        if path.is_symlink():
-            raise Invalid(
-                f"{path} is a symbolic link; memory-agent does not follow links inside kb/",
-                f"replace {path} with the real file",
-            )
-        if path.is_file():
-            return path
-    return None
-
-
-Known = Callable[[str], DocInfo | None]
-
-
 class Scanner:
     """Turns the files into index changes. `known(doc_id)` is what the index holds now."""
 
@@ -223,11 +74,12 @@ class Scanner:
     ):
         self.home_dir = home_dir
         self.kb_dir = kb_dir
-        self.journal_dir = journal_dir
-        self.episodes_since = episodes_since  # episodes that started before are not indexed
+        self.episodes = (
+            EpisodeSource(journal_dir, episodes_since) if journal_dir is not None else None
+        )
         self.corpora = corpora
         self.repos_file = repos_file
-        self.reads = 0  # files read and parsed (a test counts them)
+        self._reads = 0  # files read and parsed
         self.watcher: Watcher | None = None
         self.last_full = 0.0
         self._corpora: list[Corpus] | None = None
@@ -287,7 +139,7 @@ class Scanner:
         return dataclasses.replace(entry.to_document(str(path)), stamp=stamp)
 
     def _load(self, path: Path, stamp: str, loader) -> Document | None:
-        self.reads += 1
+        self._reads += 1
         try:
             doc = loader(path, stamp)
         except (ValidationError, DocumentError) as exc:
@@ -363,7 +215,7 @@ class Scanner:
             doc_id = path.stem
             seen_paths.add(str(path))
             if doc_id in seen:  # the rule of `kb_claims`: the first in ENTRY_TYPES order owns it
-                self._kb_problems[str(path)] = _duplicate_problem(path, seen[doc_id], self.kb_dir)
+                self._kb_problems[str(path)] = duplicate_problem(path, seen[doc_id], self.kb_dir)
                 continue
             seen[doc_id] = path
             try:
@@ -372,18 +224,9 @@ class Scanner:
                 continue
             self._consider(doc_id, path, st, self._kb_doc, known, out)
         readable = {KB_SOURCE}
-        if self.journal_dir is not None:
+        if self.episodes is not None:
             readable.add(EPISODES)
-            if watch is not None and self.journal_dir.is_dir():
-                watch.watch(self.journal_dir)
-            indexed_by_session: dict[str, set[str]] = {}
-            for info in indexed():
-                if info.source == EPISODES:
-                    indexed_by_session.setdefault(str(info.meta.get("session")), set()).add(info.id)
-            for name, paths in sessions(self.journal_dir).items():
-                out.looked_at += len(paths)
-                ids = self._session_changed(name, paths, known, out, indexed_by_session.get(name))
-                seen.update((i, paths[-1]) for i in ids)
+            seen.update(self.episodes.full(known, indexed, out, watch))
         for corpus in corpora:
             if not corpus.available:
                 continue
@@ -418,51 +261,10 @@ class Scanner:
         self._broken &= set(seen)
         return out
 
-    def _session_changed(
-        self,
-        name: str,
-        paths: list[Path],
-        known: Known,
-        out: Changes,
-        indexed: set[str] | None,
-    ) -> set[str]:
-        """Re-derive a session's episodes if its files changed; the ids it now has."""
-        stamp = ";".join(f"{p.name}:{stamp_of(p.stat())}" for p in paths if p.exists())
-        first = known(f"{EPISODES}/{name}/1") or known(f"{EPISODES}/{name}/0")
-        if first is not None and first.stamp == stamp and indexed is not None:
-            return indexed  # unchanged since it was indexed
-        self.reads += 1
-        since = self.episodes_since()
-        docs = [
-            dataclasses.replace(e.to_document(paths[-1]), stamp=stamp)
-            for e in load_session(paths, name)
-            if e.started >= since
-        ]
-        ids = {d.id for d in docs}
-        for doc in docs:
-            info = known(doc.id)
-            if info is not None and info.hash == doc.content_hash:
-                if info.stamp != stamp:
-                    out.restamps[doc.id] = stamp
-            else:
-                out.upserts.append(doc)
-        if indexed is None:  # an incremental change: the ids are numbered from 0 or 1 up
-            indexed = set()
-            n = 0
-            while n <= len(docs) + 1 or known(f"{EPISODES}/{name}/{n}") is not None:
-                if known(f"{EPISODES}/{name}/{n}") is not None:
-                    indexed.add(f"{EPISODES}/{name}/{n}")
-                n += 1
-        out.deletes.extend(sorted(indexed - ids))
-        return ids
-
     def _path_changed(self, path: Path, corpora: list[Corpus], known: Known, out: Changes):
         """One path the watcher reported: re-read it, or drop its document if it is gone."""
-        if self.journal_dir is not None and path.parent == self.journal_dir:
-            name = _session_of(path.name)
-            if name is not None:
-                paths = sessions(self.journal_dir).get(name, [])
-                self._session_changed(name, paths, known, out, None)
+        if self.episodes is not None and self.episodes.holds(path):
+            self.episodes.path_changed(path, known, out)
             return
         if self._kb_id(path) is not None:
             self._kb_changed(path.stem, known, out)
@@ -542,6 +344,11 @@ class Scanner:
 
     # -- reports --------------------------------------------------------------------------
     @property
+    def reads(self) -> int:
+        """Files read and parsed, sessions derived (a test counts them)."""
+        return self._reads + (self.episodes.reads if self.episodes is not None else 0)
+
+    @property
     def broken(self) -> set[str]:
         return set(self._broken)
 
@@ -557,13 +364,13 @@ class Scanner:
             *(p for _, p in sorted(self._kb_problems.items())),
             *(p for k, p in sorted(self._problems.items()) if k.startswith(kb_prefix)),
         ]
-        if self.journal_dir is not None:
+        if self.episodes is not None:
             out[EPISODES] = SourceStatus(
                 EPISODES,
                 counts.get(EPISODES, 0),
                 False,
                 True,
-                str(self.journal_dir),
+                str(self.episodes.journal_dir),
             )
         for corpus in self._corpora or []:
             status = SourceStatus(

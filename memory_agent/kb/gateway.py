@@ -18,7 +18,8 @@ Refused before anything is written:
   another branch than memory-agent's (`conflict`, naming it and the git command that ends it):
   a commit made then would be lost when the user finishes.
 
-The redo log and the request replies live in `memory_agent.kb.intents`.
+The checks on a request and its files are `memory_agent.kb.checks`, the duplicate search
+`memory_agent.kb.dedup`; the redo log and the request replies live in `memory_agent.kb.intents`.
 """
 
 from __future__ import annotations
@@ -28,37 +29,26 @@ from pathlib import Path
 from typing import Any
 
 from memory_agent import limits
-from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import iso
-from memory_agent.errors import Conflict, Invalid, NotFound, ReadOnly, WriteFailed
+from memory_agent.errors import Conflict, Invalid, WriteFailed
 from memory_agent.index.memory import Memory
-from memory_agent.index.scanner import KB_SOURCE, entry_file, name_taken, read_kb_entry
-from memory_agent.kb.entries import (
-    ENTRY_TYPES,
-    LINK_KINDS,
-    Entry,
-    check_links,
-    content_key,
-    entry_path,
-    make_id,
-    render_entry,
-    validate,
+from memory_agent.kb.checks import (
+    check_committed,
+    check_target,
+    clean_links,
+    clean_tags,
+    load_writable,
+    new_entry,
 )
+from memory_agent.kb.dedup import find_duplicate
+from memory_agent.kb.entries import content_key, entry_path, render_entry
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.intents import Intent, RedoLog, RequestLog, fingerprint
-from ragcore import Document, Filter
 
-__all__ = ["DEDUP_THRESHOLDS", "Gateway"]
+__all__ = ["Gateway"]
 
 log = logging.getLogger("memory_agent.gateway")
 PREVIEW_KEEP_S = 3600.0  # a confirm this soon after its preview writes the preview's times
-
-# Cosine similarity at or above which a new entry is a near-duplicate of an existing active
-# entry, per embedder. minilm: the middle of the gap between distinct/related entries (max
-# 0.775) and light rewordings (min 0.954) on the demo KB, experiments/dedup-threshold.
-# bge-m3: the seed system's calibration on its own KB (distinct <= 0.792, re-adds >= 0.949);
-# not re-measured here (no BGE-M3 weights on the measuring machine).
-DEDUP_THRESHOLDS = {"minilm": 0.865, "bge-m3": 0.88}
 
 
 class Gateway:
@@ -112,7 +102,7 @@ class Gateway:
     ) -> dict[str, Any]:
         """Intent, atomic writes, one commit of exactly these files, refresh, reply."""
         for path in files:
-            self._check_target(path)
+            check_target(self.memory.kb_dir, path)
         intent = self.redo.begin(files, message, request, reply)
         commit = self.redo.apply(intent)
         return self._finish(intent, commit)
@@ -166,164 +156,6 @@ class Gateway:
             done.append(self._finish(intent, commit))
         return done
 
-    # -- checks on disk -----------------------------------------------------------------------
-    def _check_target(self, path: Path) -> None:
-        """A file the gateway writes must be `kb/<type>/<name>.md` in a real folder inside the
-        KB, and either absent or a regular file (never a link)."""
-        kb = self.memory.kb_dir
-        folder = path.parent
-        for p in (folder, path):
-            if p.is_symlink():
-                raise Invalid(
-                    f"{p} is a symbolic link; memory-agent never writes through links in kb/",
-                    f"replace {p} with the real {'folder' if p == folder else 'file'}",
-                )
-        if folder.exists() and not folder.is_dir():
-            raise Invalid(f"{folder} is not a folder", f"move {folder} out of the way")
-        if path.exists() and not path.is_file():
-            raise Invalid(f"{path} is not a regular file", f"move {path} out of the way")
-        if not path.resolve().is_relative_to(kb.resolve()):
-            raise Invalid(f"{path} is outside the knowledge base {kb}")
-
-    def _check_committed(self, path: Path) -> None:
-        """Refuse to change a file that holds someone's uncommitted work."""
-        state = self.repo.state(path)
-        if state is not None:
-            rel = path.relative_to(self.memory.kb_dir)
-            raise Conflict(
-                f"kb/{rel} has uncommitted changes ({state}); memory-agent never commits or "
-                "overwrites work that is not in git",
-                f"commit it (git -C {self.memory.kb_dir} commit -- {rel}) or revert it "
-                f"(git -C {self.memory.kb_dir} checkout -- {rel}), then retry",
-            )
-
-    # -- lookups ----------------------------------------------------------------------------
-    def _load_writable(self, entry_id: Any) -> tuple[Path, Entry]:
-        if not isinstance(entry_id, str) or not entry_id:
-            raise Invalid("id: missing", "pass the id of an entry (memory_search shows ids)")
-        limits.check_text("id", entry_id, limits.MAX_ID, one_line=True)
-        if "/" in entry_id:
-            label = entry_id.split("/", 1)[0]
-            if label == EPISODES:
-                raise ReadOnly(
-                    f"{entry_id} is an episode (a captured turn); episodes are read-only",
-                    "add what it taught with memory_add, or wait for the gate to promote it",
-                )
-            if any(c.label == label for c in self.memory.corpora()):
-                raise ReadOnly(
-                    f"{entry_id} belongs to the read-only corpus {label!r}; corpus files are "
-                    "edited in their own repository, not through memory"
-                )
-        path = entry_file(self.memory.kb_dir, entry_id) if "/" not in entry_id else None
-        if path is None:
-            raise NotFound(f"no entry with id {entry_id!r}")
-        return path, read_kb_entry(path)  # a hand-broken file: InvalidFile, code `document`
-
-    def _duplicate(self, title: str, body: str, exclude: set[str]) -> dict[str, Any] | None:
-        """An active KB entry with the same normalised text, or a near-duplicate above the
-        embedder's threshold."""
-        same = self.memory.same_text(content_key(title, body), exclude)
-        if same is not None:
-            return {"duplicate_of": same, "score": 1.0, "match": "exact"}
-        threshold = DEDUP_THRESHOLDS.get(self.memory.cfg.embedder, 0.9)
-        nearest = self.nearest(title, body, exclude)
-        if nearest is not None and nearest[1] >= threshold:
-            return {"duplicate_of": nearest[0], "score": round(nearest[1], 4), "match": "near"}
-        return None
-
-    def nearest(
-        self, title: str, body: str, exclude: set[str] = frozenset()
-    ) -> tuple[str, float] | None:
-        """The active KB entry most similar to this text (cosine of the first chunk's dense
-        vector against every stored chunk), or None. The dedup decision and its calibration
-        (experiments/dedup-threshold) both use exactly this."""
-        hits = self.memory.index.similar(
-            Document("new", title, body),
-            limit=1,
-            flt=Filter(statuses=("active",), sources=(KB_SOURCE,)),
-            exclude=exclude,
-        )
-        return hits[0] if hits else None
-
-    @staticmethod
-    def _clean_tags(tags: Any) -> list[str]:
-        if tags is None:
-            return []
-        if isinstance(tags, str):
-            tags = [tags]
-        if not isinstance(tags, list):
-            raise Invalid("tags: must be a list of words", "pass tags like [git, testing]")
-        cleaned = list(dict.fromkeys(str(t).strip() for t in tags if str(t).strip()))
-        for tag in cleaned:
-            limits.check_text("tags", tag, limits.MAX_TAG, one_line=True)
-        if len(cleaned) > limits.MAX_TAGS:
-            raise Invalid(
-                f"tags: {len(cleaned)} tags is over the limit of {limits.MAX_TAGS}",
-                "keep the few that someone would filter by",
-            )
-        return cleaned
-
-    def _clean_links(self, links: Any) -> dict[str, list[str]] | None:
-        """Typed links as the frontmatter will hold them; refused (`invalid`, nothing written)
-        when malformed or when a target is not an entry of the knowledge base."""
-        if links in (None, {}):
-            return None
-        problems = check_links(links)
-        if problems:
-            raise Invalid(
-                "invalid links, nothing written: " + "; ".join(problems),
-                f"pass links as {{kind: [entry-id, ...]}} with kinds {', '.join(LINK_KINDS)}",
-            )
-        missing = sorted(
-            {t for targets in links.values() for t in targets if self.memory.find_path(t) is None}
-        )
-        if missing:
-            raise Invalid(
-                f"links: no entry with id {', '.join(missing)} in the knowledge base",
-                "link only to existing entries (memory_search or memory_get finds their ids)",
-            )
-        return {kind: list(dict.fromkeys(targets)) for kind, targets in links.items()}
-
-    def _new_entry(
-        self,
-        title: Any,
-        body: Any,
-        entry_type: Any,
-        tags: list[str],
-        now: float | None = None,
-        **extra: Any,
-    ) -> Entry:
-        if not isinstance(title, str) or not title.strip():
-            raise Invalid("title: missing", "give the entry a one-line title")
-        if not isinstance(body, str):
-            raise Invalid("body: must be text", "pass the entry's text as a string")
-        limits.check_text("title", title.strip(), limits.MAX_TITLE, one_line=True)
-        limits.check_text("body", body, limits.MAX_BODY)
-        if entry_type not in ENTRY_TYPES:
-            raise Invalid(
-                f"type: {entry_type!r} is not a type", f"use one of {', '.join(ENTRY_TYPES)}"
-            )
-        entry = Entry(
-            id=make_id(
-                title.strip(),
-                lambda i: name_taken(self.memory.kb_dir, i),
-            ),
-            title=title.strip(),
-            type=entry_type,
-            status="active",
-            created=iso(self.memory.clock() if now is None else now),
-            body=body.strip(),
-            tags=tags,
-            extra=extra,
-        )
-        problems = validate(entry.meta, entry.body)
-        if problems:
-            raise Invalid(
-                "invalid entry, nothing written: " + "; ".join(problems),
-                "correct the fields named above and retry",
-            )
-        return entry
-
     # -- the tools --------------------------------------------------------------------------
     def add(
         self,
@@ -341,7 +173,7 @@ class Gateway:
         lesson came from); the tools do not expose them. `links`: typed links to other
         entries ({kind: [id, ...]}, kinds in `kb.LINK_KINDS`)."""
         with self.memory.session():
-            tags = self._clean_tags(tags)
+            tags = clean_tags(tags)
             args = {"title": title, "body": body, "type": type, "tags": tags, "force": force}
             if links:
                 args["links"] = links
@@ -350,9 +182,9 @@ class Gateway:
                 return replay
             extra = {k: v for k, v in (("source", source), ("episodes", episodes)) if v}
             if links:
-                extra["links"] = self._clean_links(links)
-            entry = self._new_entry(title, body, type, tags, **extra)
-            duplicate = self._duplicate(entry.title, entry.body, exclude=set())
+                extra["links"] = clean_links(self.memory, links)
+            entry = new_entry(self.memory, title, body, type, tags, **extra)
+            duplicate = find_duplicate(self.memory, entry.title, entry.body, exclude=set())
             message = f"memory: add {entry.id}"
             if duplicate is not None:
                 if not (force and duplicate["match"] == "near"):
@@ -388,7 +220,7 @@ class Gateway:
     ) -> dict[str, Any]:
         """`links` replaces the old entry's typed links; None keeps them."""
         with self.memory.session():
-            new_tags = self._clean_tags(tags) if tags is not None else None
+            new_tags = clean_tags(tags) if tags is not None else None
             args = {"old_id": old_id, "title": title, "body": body, "type": type,
                     "tags": new_tags, "force": force}  # fmt: skip
             if links is not None:
@@ -400,7 +232,7 @@ class Gateway:
             else:
                 request = {}
                 self.memory.sync(force=True)
-            old_path, old = self._load_writable(old_id)
+            old_path, old = load_writable(self.memory, old_id)
             if old.status == "superseded":
                 raise Conflict(
                     f"{old_id} is already superseded by {old.extra.get('superseded_by')}",
@@ -424,12 +256,15 @@ class Gateway:
                     f"nothing changed: the new title, body, type and tags are those of {old_id}",
                     "change what is wrong in the title or body, or leave the entry as it is",
                 )
-            new_links = self._clean_links(links) if links is not None else old.extra.get("links")
+            new_links = (
+                clean_links(self.memory, links) if links is not None else old.extra.get("links")
+            )
             if new_links:
                 new_links = {k: [t for t in v if t != old.id] for k, v in new_links.items()}
                 new_links = {k: v for k, v in new_links.items() if v} or None
-            new = self._new_entry(
-                title, body, new_type, new_tags, self._when("memory_supersede", args, confirm),
+            new = new_entry(
+                self.memory, title, body, new_type, new_tags,
+                self._when("memory_supersede", args, confirm),
                 supersedes=[old.id],
                 **({"links": new_links} if new_links else {}),
             )  # fmt: skip
@@ -438,8 +273,8 @@ class Gateway:
             new_path = entry_path(self.memory.kb_dir, new.type, new.id)
             files = {new_path: render_entry(new), old_path: render_entry(old)}
             for path in files:
-                self._check_target(path)
-            self._check_committed(old_path)
+                check_target(self.memory.kb_dir, path)
+            check_committed(self.repo, old_path)
             if not confirm:
                 return {
                     "status": "preview",
@@ -448,7 +283,7 @@ class Gateway:
                     "preview": {str(p): text for p, text in files.items()},
                     "next": "call again with confirm=true to write both files in one commit",
                 }
-            duplicate = self._duplicate(new.title, new.body, exclude={old.id})
+            duplicate = find_duplicate(self.memory, new.title, new.body, exclude={old.id})
             message = f"memory: supersede {old.id} with {new.id}"
             if duplicate is not None:
                 if not (force and duplicate["match"] == "near"):
@@ -485,7 +320,7 @@ class Gateway:
             else:
                 request = {}
                 self.memory.sync(force=True)
-            path, entry = self._load_writable(entry_id)
+            path, entry = load_writable(self.memory, entry_id)
             if entry.status == "archived":
                 raise Conflict(
                     f"{entry_id} is already archived ({entry.extra.get('archived_at')}: "
@@ -502,8 +337,8 @@ class Gateway:
             when = self._when("memory_archive", {"id": entry_id, "reason": reason}, confirm)
             entry.extra.update(archived_at=iso(when), archive_reason=reason)
             text = render_entry(entry)
-            self._check_target(path)
-            self._check_committed(path)
+            check_target(self.memory.kb_dir, path)
+            check_committed(self.repo, path)
             if not confirm:
                 return {
                     "status": "preview",
@@ -519,11 +354,11 @@ class Gateway:
         Call with the home lock held (the daemon's service lock, or a session)."""
         files: dict[Path, str] = {}
         for entry_id in ids:
-            path, entry = self._load_writable(entry_id)
+            path, entry = load_writable(self.memory, entry_id)
             if entry.status != "active":
                 continue
-            self._check_target(path)
-            self._check_committed(path)
+            check_target(self.memory.kb_dir, path)
+            check_committed(self.repo, path)
             entry.status = "archived"
             entry.extra.update(archived_at=iso(self.memory.clock()), archive_reason=reason)
             files[path] = render_entry(entry)

@@ -6,12 +6,8 @@ paths only and commits with `git commit --only -- <paths>`, which records those 
 even if something else is staged. `state` tells a lifecycle write whether the file it is
 about to change holds someone's uncommitted edit.
 
-Plain `git` subprocesses (no library): every call is one short-lived process with its stderr
-captured, so a long-running daemon holds no git handles between writes. Every one runs under
-one lock rule (`_proc`): a command that found git's lock taken is retried for up to
-LOCK_WAIT_S, then fails naming the git process that holds the lock, or the stale lock and the
-`rm` that removes it (or, where the process table cannot be read - no /proc, another user's
-git - says it cannot tell, and never calls the lock stale). `check_writable` refuses a write
+Every command is one short `git` process run by `memory_agent.kb.gitrun` (under its rule for
+git's lock files: wait, then name the holder or the stale lock). `check_writable` refuses a write
 (`RepoBusy`) while git is mid-rebase (merge, cherry-pick, revert, bisect), on a detached HEAD,
 or on another branch than the one recorded in the KB's git config (`memory-agent.branch`, set
 at init or at the daemon's first start); the markers are looked for in the git directory git
@@ -20,154 +16,17 @@ names, so a KB that is a worktree or a submodule (`.git` a file) is checked too.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from memory_agent.errors import GitError, RepoBusy
+from memory_agent.kb.gitrun import fix_for, process, run
 
 __all__ = ["GitError", "KBRepo"]
 
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
-AUTHOR_NAME = "memory-agent"
-AUTHOR_EMAIL = "memory-agent@localhost"
-
-
-def _fix_for(stderr: str, repo: Path) -> str:
-    """What a person can do about a failed git command, from what git said. (A busy lock never
-    gets here: `_run` waits for it and says who holds it.)"""
-    if _disk_full(stderr):
-        return f"the disk holding {repo} is full: free some space on it, then retry"
-    if "Permission denied" in stderr or "Read-only file system" in stderr:
-        return f"make {repo} (and its .git folder) writable by this user"
-    if re.search(r"\bdate\b", stderr.lower()):  # (not "update_ref")
-        return "check the GIT_AUTHOR_DATE / GIT_COMMITTER_DATE variables and the system clock"
-    return f"run the command by hand in {repo} to see the whole error"
-
-
-def _disk_full(stderr: str) -> bool:
-    return "No space left on device" in stderr or "Disk quota exceeded" in stderr
-
-
-# -- one rule for git's lock files, for every git command memory-agent runs -------------------
-# git takes `.git/index.lock` (and `<ref>.lock`) for a moment; an editor's `git status` loop
-# holds it again and again. A command that found the lock taken did nothing, so it is run
-# again, waiting up to LOCK_WAIT_S. Past that bound the error says who holds the lock: a live
-# git process in the KB (wait for it; never remove the lock under it), or nobody (a lock older
-# than STALE_AFTER_S that no git process holds was left by one that died: remove it). Where
-# the process table cannot be read (no /proc, as on macOS; a git process of another user,
-# whose cwd is hidden), nobody is not known: `git commit` holds index.lock for as long as its
-# user types the message, so such a lock is waited for and never called stale.
-LOCK_WAIT_S = 10.0
-STALE_AFTER_S = 10.0
-_LOCKED = re.compile(r"Unable to create '([^']+\.lock)': File exists")
-
-
-def _locked_path(stderr: str) -> Path | None:
-    m = _LOCKED.search(stderr)
-    return Path(m.group(1)) if m else None
-
-
-PROC_ROOT = "/proc"  # the process table (read when used); KBRepo(proc_root=...) reads another
-
-
-def git_processes(repo: Path, proc_root: str | Path | None = None) -> list[tuple[int, str]] | None:
-    """(pid, command line) of the git processes working in `repo` (their cwd is in it), from
-    the process table at `proc_root`. None when it cannot tell: no process table there (no
-    /proc, or one that does not list this very process), or none found but a git process
-    whose cwd could not be read (another user's)."""
-    root = str(Path(repo).resolve())
-    table = Path(PROC_ROOT if proc_root is None else proc_root)
-    found = []
-    me = os.getpid()
-    try:
-        pids = [int(n) for n in os.listdir(table) if n.isdigit()]
-    except OSError:
-        return None
-    if me not in pids:
-        return None  # not this machine's process table
-    unknown = False
-    for pid in pids:
-        if pid == me:
-            continue
-        try:
-            comm = (table / str(pid) / "comm").read_text().strip()
-        except OSError:
-            continue  # gone meanwhile
-        if comm != "git" and not comm.startswith("git-"):
-            continue
-        try:
-            cwd = os.readlink(table / str(pid) / "cwd")
-        except FileNotFoundError:
-            if (table / str(pid)).exists() and not _exited(table / str(pid)):
-                unknown = True  # no cwd to read (another user's process, a restricted /proc)
-            continue
-        except OSError:
-            unknown = True  # another user's process: it may be working in `repo`
-            continue
-        if cwd != root and not cwd.startswith(root + os.sep):
-            continue
-        try:
-            argv = (table / str(pid) / "cmdline").read_bytes().split(b"\0")
-            cmd = " ".join(a.decode(errors="replace") for a in argv if a)
-        except OSError:
-            cmd = ""
-        found.append((pid, cmd[:200] or comm))
-    if not found and unknown:
-        return None
-    return sorted(found)
-
-
-def _exited(proc_dir: Path) -> bool:
-    """Whether the process has exited (a zombie not reaped yet, or gone): it holds no lock."""
-    try:
-        return proc_dir.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
-    except (OSError, IndexError):
-        return not proc_dir.exists()
-
-
-def _lock_age(lock: Path) -> float | None:
-    try:
-        return max(0.0, time.time() - lock.stat().st_mtime)
-    except OSError:
-        return None  # gone meanwhile: worth another try
-
-
-def _lock_error(
-    args: Sequence[str], repo: Path, lock: Path, waited: float, proc_root: str | Path | None = None
-) -> GitError:
-    holders = git_processes(repo, proc_root)
-    what = f"`git {args[0]}` in {repo} found {lock} taken"
-    if holders is None:
-        return GitError(
-            f"{what} for {waited:.0f} s; cannot tell whether a git process holds it (the "
-            f"process table {proc_root or PROC_ROOT} cannot be read here, or not wholly)",
-            f"wait for any git command in {repo} to finish (a `git commit` holds the lock "
-            "while its message is typed; an editor runs git too), then retry; only if none is "
-            f"running, remove it: rm {lock}",
-        )
-    if holders:
-        names = "; ".join(f"pid {pid}: {cmd}" for pid, cmd in holders[:3])
-        return GitError(
-            f"{what} for {waited:.0f} s: git is running there ({names})",
-            f"wait for that git command to finish (do not remove {lock.name} while it runs), "
-            "then retry",
-        )
-    age = _lock_age(lock)
-    if age is not None and age >= STALE_AFTER_S:
-        return GitError(
-            f"{what}: a stale lock - no git process is running in {repo} and the lock is "
-            f"{age:.0f} s old (a git command that died left it)",
-            f"remove it: rm {lock}   then retry",
-        )
-    return GitError(
-        f"{what} for {waited:.0f} s; no git process is running there now",
-        f"retry; if it persists and no git command is running in {repo}, remove it: rm {lock}",
-    )
-
 
 # What git is in the middle of, from the files it leaves in .git, and how to finish or abort it.
 _IN_PROGRESS = (
@@ -195,7 +54,7 @@ class KBRepo:
         pause: Callable[[str], None] | None = None,
     ):
         self.path = Path(path)
-        self.lock_wait = lock_wait  # None: LOCK_WAIT_S
+        self.lock_wait = lock_wait  # None: gitrun.LOCK_WAIT_S
         self.proc_root = proc_root  # the process table that names a lock's holder (None: /proc)
         self.pause = pause  # a test hook, called with "pause-commit" before HEAD moves
         self._git_dir: Path | None = None
@@ -213,7 +72,7 @@ class KBRepo:
             repo = cls(path)
             repo.record_branch()  # an adopted repository: its branch now, unless recorded
             return repo, False
-        _run(path, "init", "-q")
+        run(path, "init", "-q")
         repo = cls(path)
         # An empty first commit, so HEAD exists and every write has a parent.
         repo.git("commit", "-q", "--allow-empty", "-m", "memory-agent: new knowledge base")
@@ -221,12 +80,12 @@ class KBRepo:
         return repo, True
 
     def git(self, *args: str, check: bool = True) -> str:
-        return _run(
+        return run(
             self.path, *args, check=check, lock_wait=self.lock_wait, proc_root=self.proc_root
         )
 
     def _proc(self, *args: str, text: bool = True) -> subprocess.CompletedProcess:
-        return _proc(
+        return process(
             self.path, *args, text=text, lock_wait=self.lock_wait, proc_root=self.proc_root
         )
 
@@ -384,7 +243,7 @@ class KBRepo:
             stderr = " ".join(proc.stderr.split())[:500]
             raise GitError(
                 f"`git reset` could not unstage {', '.join(rel)} in {self.path}: {stderr}",
-                _fix_for(stderr, self.path),
+                fix_for(stderr, self.path),
             )
 
     def state(self, path: Path) -> str | None:
@@ -440,74 +299,3 @@ class KBRepo:
 
     def log(self, *args: str) -> str:
         return self.git("log", *args)
-
-
-def _env() -> dict[str, str]:
-    # Commits work on machines with no git identity configured; nothing asks for input.
-    return dict(
-        os.environ,
-        GIT_AUTHOR_NAME=AUTHOR_NAME, GIT_AUTHOR_EMAIL=AUTHOR_EMAIL,
-        GIT_COMMITTER_NAME=AUTHOR_NAME, GIT_COMMITTER_EMAIL=AUTHOR_EMAIL,
-        GIT_TERMINAL_PROMPT="0", LC_ALL="C",
-    )  # fmt: skip
-
-
-def _proc(
-    repo: Path,
-    *args: str,
-    text: bool = True,
-    lock_wait: float | None = None,
-    proc_root: str | Path | None = None,
-) -> subprocess.CompletedProcess:
-    """Run `git args` in `repo` under the lock rule: a command that found a lock taken is run
-    again until LOCK_WAIT_S has passed; past it, or at once when the lock is stale, the lock
-    error (`GitError`, naming the holder or the command that removes a stale lock)."""
-    bound = LOCK_WAIT_S if lock_wait is None else lock_wait
-    started = time.monotonic()
-    delay = 0.01
-    while True:
-        try:
-            proc = subprocess.run(
-                ["git", "-C", str(repo), *args],
-                capture_output=True,
-                text=text,
-                env=_env(),
-                stdin=subprocess.DEVNULL,
-            )
-        except OSError as exc:
-            raise GitError(f"could not run git ({exc.strerror})", "install git") from exc
-        if proc.returncode == 0:
-            return proc
-        err = proc.stderr if text else proc.stderr.decode("utf-8", "replace")
-        lock = _locked_path(err)
-        if lock is None:
-            return proc
-        waited = time.monotonic() - started
-        if waited >= bound:
-            raise _lock_error(args, repo, lock, waited, proc_root)
-        age = _lock_age(lock)
-        if age is not None and age >= STALE_AFTER_S and git_processes(repo, proc_root) == []:
-            raise _lock_error(args, repo, lock, waited, proc_root)  # stale: no wait
-        time.sleep(min(delay, max(0.0, bound - waited)))
-        delay = min(delay * 2, 0.2)
-
-
-def _run(
-    repo: Path,
-    *args: str,
-    check: bool = True,
-    lock_wait: float | None = None,
-    proc_root: str | Path | None = None,
-) -> str:
-    """The stdout of `git args` in `repo`; a failure raises `GitError` unless check=False (a
-    lock that stays taken raises in any case)."""
-    proc = _proc(repo, *args, lock_wait=lock_wait, proc_root=proc_root)
-    if proc.returncode != 0 and check:
-        stderr = " ".join(proc.stderr.split())[:500]
-        if _disk_full(stderr):
-            raise GitError(
-                f"the disk is full: `git {args[0]}` could not write in {repo} ({stderr})",
-                _fix_for(stderr, repo),
-            )
-        raise GitError(f"`git {args[0]}` failed in {repo}: {stderr}", _fix_for(stderr, repo))
-    return proc.stdout

@@ -43,8 +43,8 @@ from typing import Any
 
 from memory_agent.capture.redact import redact
 from memory_agent.files import gzip_to
+from memory_agent.kb.policy import RECALL_COUNTS_UP_TO_RANK
 from memory_agent.procs import pid_alive
-from memory_agent.recall.policy import RECALL_COUNTS_UP_TO_RANK
 
 __all__ = [
     "EntryStats",

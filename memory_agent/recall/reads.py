@@ -18,9 +18,9 @@ from memory_agent import limits
 from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import parse_time
 from memory_agent.errors import Invalid, NotFound, NotReady
-from memory_agent.index.scanner import read_kb_entry
+from memory_agent.kb import policy
 from memory_agent.kb.entries import ENTRY_TYPES, MAX_LINKS_READ, read_entry
-from memory_agent.recall import policy
+from memory_agent.kb.files import read_kb_entry
 from memory_agent.recall.ranking import Edge, Ranked, _ts, rerank
 from ragcore import (
     DocumentError,

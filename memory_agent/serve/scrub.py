@@ -263,8 +263,8 @@ def _episode_session(episode_id: str) -> str:
 def auto_lessons(home: Path) -> list[dict[str, str]]:
     """Active lessons the gate wrote by itself (`source: auto`), with the command that
     archives each."""
-    from memory_agent.index.scanner import kb_files
     from memory_agent.kb.entries import ValidationError, read_entry
+    from memory_agent.kb.files import kb_files
 
     files, _ = kb_files(home / "kb")
     out = []

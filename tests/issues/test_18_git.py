@@ -25,7 +25,8 @@ from memory_agent.index.links import link_graph
 from memory_agent.index.memory import Memory
 from memory_agent.kb.entries import MAX_LINKS_READ
 from memory_agent.kb.gateway import Gateway
-from memory_agent.kb.gitrepo import KBRepo, git_processes
+from memory_agent.kb.gitrepo import KBRepo
+from memory_agent.kb.gitrun import git_processes
 from memory_agent.recall import reads
 from tests.memory_agent.helpers import make_memory
 from tests.memory_agent.mcp_helpers import ROOT, daemon_pids, env_for

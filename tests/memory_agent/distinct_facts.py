@@ -7,8 +7,8 @@ from functools import cache
 from pathlib import Path
 
 from memory_agent.index.memory import DEMO_KB
-from memory_agent.index.scanner import kb_files
 from memory_agent.kb.entries import read_entry
+from memory_agent.kb.files import kb_files
 
 REWORDINGS = (
     Path(__file__).resolve().parents[2] / "experiments" / "dedup-threshold" / "rewordings.jsonl"

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from memory_agent.errors import Conflict, Invalid, NotFound, ReadOnly
-from memory_agent.kb.gateway import DEDUP_THRESHOLDS, Gateway
+from memory_agent.kb.gateway import Gateway
+from memory_agent.kb.policy import DEDUP_THRESHOLDS
 from memory_agent.recall import reads
 from tests.memory_agent.helpers import git, make_memory
 

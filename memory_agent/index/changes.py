@@ -1,0 +1,35 @@
+"""What a scan hands the index: the changes to apply, and the stamp that says whether a file
+is still as the index saw it (its mtime and size, kept with each indexed document)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ragcore import DocInfo, Document
+
+__all__ = ["Changes", "Known", "stamp_of"]
+
+# What the index holds now under an id (None: nothing).
+Known = Callable[[str], DocInfo | None]
+
+
+@dataclass
+class Changes:
+    """What a scan found to do: documents to (re)index, ids to drop, stamps to update (the
+    file was touched, its content is the same), and whether it was a full scan."""
+
+    upserts: list[Document] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+    restamps: dict[str, str | None] = field(default_factory=dict)
+    full: bool = False
+    looked_at: int = 0  # files stat'ed
+
+    @property
+    def empty(self) -> bool:
+        return not (self.upserts or self.deletes or self.restamps)
+
+
+def stamp_of(st: os.stat_result) -> str:
+    return f"{st.st_mtime_ns}:{st.st_size}"

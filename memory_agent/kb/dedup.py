@@ -1,0 +1,51 @@
+"""Whether a new entry is already in the knowledge base: an active KB entry with the same
+normalised text (`match: exact`), or one whose similarity is at or above the embedder's
+threshold (`match: near`, `policy.dedup_threshold`, calibrated in experiments/dedup-threshold).
+
+The similarity is the cosine of the new text's first chunk's dense vector against every stored
+chunk of the active KB entries: `nearest`, which the calibration uses too.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from memory_agent.index.scanner import KB_SOURCE
+from memory_agent.kb.entries import content_key
+from memory_agent.kb.policy import dedup_threshold
+from ragcore import Document, Filter
+
+if TYPE_CHECKING:
+    from memory_agent.index.memory import Memory
+
+__all__ = ["find_duplicate", "nearest"]
+
+
+def find_duplicate(
+    memory: Memory, title: str, body: str, exclude: set[str]
+) -> dict[str, Any] | None:
+    """An active KB entry with the same normalised text, or a near-duplicate above the
+    embedder's threshold."""
+    same = memory.same_text(content_key(title, body), exclude)
+    if same is not None:
+        return {"duplicate_of": same, "score": 1.0, "match": "exact"}
+    threshold = dedup_threshold(memory.cfg.embedder)
+    near = nearest(memory, title, body, exclude)
+    if near is not None and near[1] >= threshold:
+        return {"duplicate_of": near[0], "score": round(near[1], 4), "match": "near"}
+    return None
+
+
+def nearest(
+    memory: Memory, title: str, body: str, exclude: set[str] = frozenset()
+) -> tuple[str, float] | None:
+    """The active KB entry most similar to this text (cosine of the first chunk's dense
+    vector against every stored chunk), or None. The dedup decision and its calibration
+    (experiments/dedup-threshold) both use exactly this."""
+    hits = memory.index.similar(
+        Document("new", title, body),
+        limit=1,
+        flt=Filter(statuses=("active",), sources=(KB_SOURCE,)),
+        exclude=exclude,
+    )
+    return hits[0] if hits else None

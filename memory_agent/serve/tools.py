@@ -1,8 +1,9 @@
 """The MCP tools: names, parameters and descriptions are the contract the agent reads.
 
-Every parameter is described and bounded in the input schema; every reply has an output schema
-(`serve.schemas`); annotations tell clients which tools only read (so they can be
-auto-approved) and which change the memory. Each tool is one call of the `Service`.
+Every parameter is described and bounded in the input schema (the shared ones once, in
+`serve.tool_params`); every reply has an output schema (`serve.schemas`); annotations tell
+clients which tools only read (so they can be auto-approved) and which change the memory.
+Each tool is one call of the `Service`.
 
 Errors: a tool never returns an error message as a result; `serve.mcp_server.MemoryServer`
 turns whatever goes wrong into one `is_error` reply with a code and a fix (ADR 0007).
@@ -11,17 +12,28 @@ turns whatever goes wrong into one `is_error` reply with a code and a fix (ADR 0
 from __future__ import annotations
 
 import inspect
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from memory_agent import __version__, limits
-from memory_agent.kb.entries import ENTRY_TYPES
 from memory_agent.serve import schemas
 from memory_agent.serve.mcp_server import MemoryServer, caller_of
 from memory_agent.serve.service import Service
+from memory_agent.serve.tool_params import (
+    READ,
+    BodyArg,
+    ConfirmArg,
+    EntryType,
+    ForceArg,
+    IdArg,
+    LinksArg,
+    RequestIdArg,
+    TagsArg,
+    TitleArg,
+)
 
 __all__ = ["INSTRUCTIONS", "TOOL_NAMES", "build_server", "tool_list"]
 
@@ -35,81 +47,6 @@ memory_archive (both preview first). Errors start with a code and end with the f
 TOOL_NAMES = ("memory_search", "memory_get", "memory_add", "memory_supersede", "memory_archive",
               "memory_set_importance", "memory_history", "memory_index_status",
               "memory_proposals", "memory_accept", "memory_reject")  # fmt: skip
-
-
-EntryType = Literal[ENTRY_TYPES]  # type: ignore[valid-type]
-READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                       open_world_hint=False)  # fmt: skip
-
-# -- parameters, described once ---------------------------------------------------------------
-IdArg = Annotated[
-    str,
-    Field(
-        description="An entry id exactly as memory_search returned it (a slug for KB entries, "
-        "<label>/<path> for project docs).",
-        min_length=1,
-        max_length=limits.MAX_ID,
-    ),
-]
-TitleArg = Annotated[
-    str,
-    Field(
-        description="One line saying the point, e.g. 'Lock dependencies with uv'.",
-        min_length=1,
-        max_length=limits.MAX_TITLE,
-    ),
-]
-BodyArg = Annotated[
-    str,
-    Field(
-        description="Self-contained Markdown: what, why, and how to apply it. [[id]] links "
-        "another entry.",
-        min_length=1,
-        max_length=limits.MAX_BODY,
-    ),
-]
-TagsArg = Annotated[
-    list[Annotated[str, Field(max_length=limits.MAX_TAG)]] | None,
-    Field(
-        description="Short words to filter by, e.g. ['ci', 'python'].", max_length=limits.MAX_TAGS
-    ),
-]
-RequestIdArg = Annotated[
-    str | None,
-    Field(
-        description="Any unique string. Retrying the same call with the same request_id after a "
-        "timeout returns the first reply instead of writing twice; reusing it for a different "
-        "call is refused. Kept for a day.",
-        max_length=limits.MAX_REQUEST_ID,
-    ),
-]
-ConfirmArg = Annotated[
-    bool,
-    Field(
-        description="false (default): only preview the files, write nothing. true: write.",
-        strict=True,
-    ),
-]
-LinksArg = Annotated[
-    dict[
-        Literal["references", "derived_from", "contained_in", "contradicts"],
-        Annotated[list[Annotated[str, Field(max_length=80)]], Field(min_length=1, max_length=20)],
-    ]
-    | None,
-    Field(
-        description="Typed links to existing entries, e.g. {'derived_from': ['old-id'], "
-        "'contradicts': ['other-id']}. Searches follow them to related entries (contradicts is "
-        "shown, never boosts)."
-    ),
-]
-ForceArg = Annotated[
-    bool,
-    Field(
-        description="true: write even though a near-duplicate exists (it is named in the commit "
-        "message). Use only when the near-duplicate says something different.",
-        strict=True,
-    ),
-]
 
 
 def build_server(service: Service) -> MCPServer:

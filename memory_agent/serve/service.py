@@ -10,86 +10,52 @@
   cache) before it takes the write lock, so the write itself finds them cached; a search
   embeds its query with no lock held (ONNX Runtime and numpy release the GIL).
 - The gate's runs are serialised among themselves (`gate_lock`); its journal parse and
-  summarizer hold no other lock, and its gateway writes take the write lock.
-- The model loads in the background on first use (or at start with `preload`). While it
-  loads, `search` answers from the lexical channel at once and says so (`degraded`); writes wait
-  for the model *before* taking the lock, so they never hold searches up.
+  summarizer hold no other lock, and its gateway writes take the write lock
+  (`serve.gate_runs`).
+- The model loads in the background on first use (or at start with `preload`; `serve.model`).
+  While it loads, `search` answers from the lexical channel at once and says so (`degraded`);
+  writes wait for the model *before* taking the lock, so they never hold searches up.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
-import secrets
 import threading
 import time
 from typing import Any
 
 from memory_agent import __version__, limits
 from memory_agent.capture import journal
-from memory_agent.capture.gate import Gate
-from memory_agent.capture.redact import redact
-from memory_agent.errors import Conflict, Invalid, NotReady, describe
+from memory_agent.errors import Conflict, Invalid
 from memory_agent.index.memory import Memory
 from memory_agent.kb.gateway import Gateway
 from memory_agent.recall import injection as recall_mod
 from memory_agent.recall import reads
-from memory_agent.recall.events import EventLog, apply_event, compact, fold
-from memory_agent.recall.reads import Found, run_search
+from memory_agent.recall.gc import plan
+from memory_agent.recall.reads import run_search
+from memory_agent.serve import browse
+from memory_agent.serve.gate_runs import GateRuns
+from memory_agent.serve.model import ModelLoader
+from memory_agent.serve.usage import Usage
 from ragcore import Document, chunk_document
 
 __all__ = ["Service"]
 
 log = logging.getLogger("memory_agent.service")
-QUERY_LOG_CHARS = 500  # a query is logged (usage events) up to this many characters
-
-
-class _LockedGateway:
-    """The gateway as the gate sees it: each write embeds its text first (no lock), then runs
-    under the write lock; the gate's own work (journal parse, summarizer) holds no lock."""
-
-    def __init__(self, service: Service):
-        self._service = service
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._service.gateway, name)
-        if name not in ("add", "supersede", "archive", "archive_many"):
-            return attr
-
-        def locked(*args: Any, **kwargs: Any) -> Any:
-            self._service.pre_embed(kwargs.get("title", args[0] if args else None),
-                                     kwargs.get("body", args[1] if len(args) > 1 else None))  # fmt: skip
-            with self._service.lock:
-                return attr(*args, **kwargs)
-
-        return locked
 
 
 class Service:
+    """The hub the daemon's routes and the MCP tools call. Its parts: the model's lifecycle
+    (`model`), the usage log (`usage`), the gate's runs (`gate_runs`) and the browser's reads
+    (`serve.browse`); the tool calls, the recall hook, repair, status and health are its own."""
+
     def __init__(self, memory: Memory):
         self.memory = memory
         self.gateway = Gateway(memory)
         # Usage events: fold what earlier sessions logged, then log this session to its own file.
-        events_dir = memory.home / "events"
-        folded = fold(events_dir)
-        memory.stats = folded.stats
-        self.fold_report = folded
-        self.events = EventLog(events_dir, clock=memory.clock)
-        self._qid_prefix = secrets.token_hex(4) + "-"
-        self._qids = itertools.count(1)
-        try:  # gzip finished sessions' files; the fold reads both forms
-            compacted = compact(events_dir, keep=self.events.path)
-            if compacted:
-                log.info("events: compacted %d old session file(s)", len(compacted))
-        except OSError as exc:  # derived data: a failed compaction must not stop the daemon
-            log.warning("events: compaction failed (%s); it is retried at the next start", exc)
-        if folded.corrupt_lines or folded.read_errors:
-            log.warning(
-                "events: %d corrupt line(s) skipped, read errors: %s",
-                folded.corrupt_lines,
-                folded.read_errors,
-            )
+        self.usage = Usage(memory)
+        self.events = self.usage.events  # this session's file (the scrub keeps it)
         try:  # gzip idle sessions' journals; the reader reads both forms
             compacted = journal.compact(memory.place.journal_dir)
             if compacted:
@@ -98,54 +64,23 @@ class Service:
             log.warning("journal: compaction failed (%s); it is retried at the next start", exc)
         self.lock = memory.write_lock  # writes only: reads never take it
         self._rebuild_lock = threading.Lock()
-        self._stats_lock = threading.Lock()  # the live usage stats, changed by every read
-        self.gate_lock = threading.Lock()  # one gate run (or accept, reject) at a time
-        self._start_lock = threading.Lock()  # the model-load thread and the gate timer
-        self.gate = Gate(memory, _LockedGateway(self), events=self._event)
-        self._gate_timer: threading.Timer | None = None
+        self.repair_error: str | None = None
+        self.model = ModelLoader(memory, after_load=self.repair)
+        self.gate_runs = GateRuns(
+            memory,
+            self.gateway,
+            write_lock=self.lock,
+            model=self.model,
+            pre_embed=self.pre_embed,
+            record=self.usage.record,
+        )
+        self.gate_lock = self.gate_runs.lock  # one gate run (or accept, reject) at a time
         self.started = time.time()
         self.last_used = time.monotonic()
-        self._model_thread: threading.Thread | None = None
-        self._model_error: str | None = None
-        self._model_fix = ""
-        self._model_ready = threading.Event()
-        self.repair_error: str | None = None
 
-    # -- model loading -----------------------------------------------------------------
-    @property
-    def model_loaded(self) -> bool:
-        return self._model_ready.is_set() and self._model_error is None
-
+    # -- the model and repair ----------------------------------------------------------------
     def start_model_load(self) -> None:
-        with self._start_lock:
-            if self._model_thread is not None:
-                return
-            self._model_thread = threading.Thread(
-                target=self._load_model, name="model-load", daemon=True
-            )
-            self._model_thread.start()
-
-    def _load_model(self) -> None:
-        t = time.perf_counter()
-        try:
-            self.memory.embedder.load()
-            log.info(
-                "model %s loaded in %.1f s", self.memory.embedder.model_id, time.perf_counter() - t
-            )
-        except Exception as exc:  # reported through health, status and every call
-            info = describe(exc)
-            self._model_error = info.message
-            self._model_fix = info.fix
-            log.error(
-                "model failed to load: %s", self._model_error,
-                exc_info=exc if info.code == "internal" else None,
-            )  # fmt: skip
-            self._model_ready.set()
-            return
-        try:
-            self.repair()
-        finally:
-            self._model_ready.set()
+        self.model.start()
 
     def repair(self) -> None:
         """Build a new home's first index and finish writes a killed process left behind, so
@@ -169,31 +104,14 @@ class Service:
                 "could not finish the pending writes yet: %s", self.repair_error, exc_info=exc
             )
 
-    def wait_for_model(self) -> None:
-        self.start_model_load()
-        self._model_ready.wait()
-        if self._model_error:
-            raise NotReady(
-                f"the embedding model {self.memory.cfg.embedder!r} could not be loaded: "
-                f"{self._model_error}",
-                (self._model_fix + "; then " if self._model_fix else "")
-                + "restart the daemon with `memory-agent stop` (or `memory-agent init "
-                "--embedder minilm` for the offline model)",
-            )
-
     def touch(self) -> None:
         self.last_used = time.monotonic()
-
-    def _event(self, kind: str, **fields: Any) -> None:
-        event = self.events.append(kind, **fields)
-        with self._stats_lock:
-            apply_event(self.memory.stats, event)
 
     def pre_embed(self, title: Any, body: Any) -> None:
         """Embed a write's chunks into the embedding cache before it takes the write lock:
         the write (its dedup and its index refresh) then finds them cached, and a long entry's
         seconds of embedding hold up neither searches nor other writes."""
-        if not (isinstance(title, str) and isinstance(body, str)) or not self.model_loaded:
+        if not (isinstance(title, str) and isinstance(body, str)) or not self.model.loaded:
             return
         if len(body) > limits.MAX_BODY or len(title) > limits.MAX_TITLE:
             return  # refused by the gateway anyway
@@ -211,196 +129,77 @@ class Service:
         self.touch()
         if str(self.memory.cfg.inject) != "on":
             return {"context": "", "ids": [], "reason": "inject is off"}
-        if not self.model_loaded:
-            self.start_model_load()
+        if not self.model.loaded:
+            self.model.start()
             return {"context": "", "ids": [], "reason": "the model is loading"}
         limit = int(self.memory.cfg.recall_limit)
         if event == "session-start":  # no lock: it reads a snapshot
             found = recall_mod.digest(self.memory, cwd, limit=min(limit, 4))
         else:
             found = recall_mod.recall(self.memory, prompt, session, limit=limit)
-        self._event("inject", session=session, event=event, ids=found.ids, chars=len(found.text))
+        self.usage.record(
+            "inject", session=session, event=event, ids=found.ids, chars=len(found.text)
+        )
         return {"context": found.text, "ids": found.ids}
 
     def hook_event(self, event: str, session: str | None) -> dict:
         """A turn or a session ended: run the gate soon (once for a burst of events)."""
         self.touch()
-        if event in ("stop", "session-end") and str(self.memory.cfg.gate) != "off":
-            with self._start_lock:
-                if self._gate_timer is not None:
-                    self._gate_timer.cancel()
-                self._gate_timer = threading.Timer(2.0, self._gate_in_background)
-                self._gate_timer.daemon = True
-                self._gate_timer.start()
+        if event in ("stop", "session-end"):
+            self.gate_runs.schedule(self.run_gate)  # through the hub: a run counts as use
         return {"status": "ok"}
-
-    def _gate_in_background(self) -> None:
-        try:
-            report = self.run_gate()
-            if report["promoted"] or report["proposed"]:
-                log.info("gate: %s", report)
-        except Exception as exc:  # noqa: BLE001 - logged; the next event tries again
-            info = describe(exc)
-            log.warning("gate failed: %s", info.message,
-                        exc_info=exc if info.code == "internal" else None)  # fmt: skip
 
     def run_gate(self) -> dict[str, Any]:
         self.touch()
-        self.wait_for_model()
-        with self.gate_lock:  # the journal parse and the summarizer run without the write lock
-            return self.gate.run(write_lock=self.lock)
+        return self.gate_runs.run()
+
+    def proposals(self) -> dict[str, Any]:
+        self.touch()
+        return {"proposals": self.gate_runs.proposals()}
+
+    def accept(self, proposal_id: str) -> dict[str, Any]:
+        self.touch()
+        return self.gate_runs.accept(proposal_id)
+
+    def reject(self, proposal_id: str, reason: str) -> dict[str, Any]:
+        self.touch()
+        return self.gate_runs.reject(proposal_id, reason)
 
     # -- what the browser reads (memory_agent.ui) ------------------------------------------
     def overview(self) -> dict[str, Any]:
-        """Counts by type, status and source, and what the gate and gc would do."""
-        from collections import Counter
-
-        from memory_agent.recall.gc import plan
-
         self.touch()
-        with self.memory.session():  # no lock: one snapshot of the index
-            by_type, by_status, by_source = Counter(), Counter(), Counter()
-            snap = self.memory.index.snapshot() if self.memory.index.exists() else None
-            for info in snap.docs() if snap is not None else ():
-                by_source[info.source] += 1
-                if info.source == "kb":
-                    by_type[info.type] += 1
-                    by_status[info.status] += 1
-            gc = plan(self.memory, self.memory.clock()) if self.memory.index.exists() else {}
-        return {
-            "types": dict(by_type),
-            "statuses": dict(by_status),
-            "sources": dict(by_source),
-            "dormant": len(gc.get("dormant", [])),
-            "archive_candidates": len(gc.get("archive", [])),
-            "proposals": len(self.gate.proposals()),
-        }
+        return browse.overview(self.memory, proposals=len(self.gate_runs.proposals()))
 
     def entries(
         self, offset: int, limit: int, entry_type: str, status: str, source: str
     ) -> dict[str, Any]:
-        """A page of documents, newest first, with their usage stats."""
         self.touch()
-        with self.memory.session():  # no lock: one snapshot of the index
-            docs = [
-                info
-                for info in self.memory.index.snapshot().docs()
-                if (not entry_type or info.type == entry_type)
-                and (not status or info.status == status)
-                and (not source or info.source == source)
-            ]
-        docs.sort(key=lambda d: (str(d.meta.get("created") or ""), d.id), reverse=True)
-        rows = []
-        for info in docs[offset : offset + limit]:
-            s = self.memory.stats.get(info.id)
-            rows.append(
-                {
-                    "id": info.id,
-                    "title": info.title,
-                    "type": info.type,
-                    "status": info.status,
-                    "source": info.source,
-                    "created": str(info.meta.get("created") or ""),
-                    "recall_count": s.recall_count if s else 0,
-                    "importance": s.importance if s else None,
-                }
-            )
-        return {"total": len(docs), "offset": offset, "entries": rows}
+        return browse.entries(self.memory, offset, limit, entry_type, status, source)
 
     def entry_context(self, entry_id: str) -> dict[str, Any]:
-        """An entry's usage stats and its linked neighbours."""
         self.touch()
-        with self.memory.session():  # no lock: one snapshot of the index
-            snap = self.memory.index.snapshot() if self.memory.index.exists() else None
-            graph = self.memory.link_graph(snap) if snap is not None else {}
-            neighbours = []
-            for other, kind in graph.get(entry_id, []):
-                info = snap.doc(other) if snap is not None else None
-                if info is not None:
-                    neighbours.append({"id": other, "title": info.title, "kind": kind})
-        s = self.memory.stats.get(entry_id)
-        return {
-            "id": entry_id,
-            "stats": s.as_json() if s else None,
-            "neighbours": neighbours,
-        }
-
-    def proposals(self) -> dict[str, Any]:
-        self.touch()
-        return {"proposals": self.gate.proposals()}
-
-    def accept(self, proposal_id: str) -> dict[str, Any]:
-        self.touch()
-        self.wait_for_model()
-        with self.gate_lock:  # its gateway write takes the write lock
-            return self.gate.accept(proposal_id)
-
-    def reject(self, proposal_id: str, reason: str) -> dict[str, Any]:
-        self.touch()
-        limits.check_text("reason", reason, limits.MAX_REASON, required=True)
-        with self.gate_lock:
-            return self.gate.reject(proposal_id, " ".join(reason.split()))
+        return browse.entry_context(self.memory, entry_id)
 
     # -- calls ----------------------------------------------------------------------------
     def search(self, query: str, caller: str | None = None, **kwargs: Any) -> dict[str, Any]:
         self.touch()
         t = time.perf_counter()
-        if not self.model_loaded:
-            self.start_model_load()
-            if not self._model_ready.wait(timeout=0.05):
+        if not self.model.loaded:
+            if not self.model.settled_within(0.05):
                 found = run_search(self.memory, query, use_dense=False, **kwargs)
                 found.reply["degraded"] = (
                     "model loading: lexical channel only; files changed on "
                     "disk are indexed once the model is ready"
                 )
-                return self._log_search(query, found, t, caller)
-            self.wait_for_model()
+                return self.usage.record_search(query, found, t, caller)
+            self.model.wait()
         found = run_search(self.memory, query, **kwargs)  # no lock: it reads a snapshot
-        return self._log_search(query, found, t, caller)
-
-    def _log_search(
-        self, query: str, found: Found, started: float, caller: str | None
-    ) -> dict[str, Any]:
-        """Log the query and its hits (one write); fold the recalls into the live stats."""
-        reply = found.reply
-        qid = f"{self._qid_prefix}{next(self._qids):x}"  # unique per daemon, no system call
-        items: list[tuple[str, dict[str, Any]]] = [
-            (
-                "query",
-                {
-                    "qid": qid,
-                    # redacted with a margin, then cut exactly: a secret across the cut
-                    # leaves nothing
-                    "text": redact(query[: QUERY_LOG_CHARS + 4096])[:QUERY_LOG_CHARS],
-                    "results": len(reply["hits"]),
-                    "latency_ms": round((time.perf_counter() - started) * 1000, 2),
-                    "caller": caller,
-                },
-            )
-        ]
-        for rank, hit in enumerate(reply["hits"], start=1):
-            items.append(
-                (
-                    "recall",
-                    {
-                        "qid": qid,
-                        "entry": hit["id"],
-                        "rank": rank,
-                        "score": hit["score"],
-                        "channel": found.channels.get(hit["id"], "links"),
-                    },
-                )
-            )
-        events = self.events.append_many(items)
-        with self._stats_lock:
-            for event in events[1:]:
-                apply_event(self.memory.stats, event)
-        return reply
+        return self.usage.record_search(query, found, t, caller)
 
     def get(self, entry_id: str) -> dict[str, Any]:
         self.touch()
         reply = reads.get(self.memory, entry_id)  # reads the file; no lock
-        self._event("get", entry=reply["id"])
+        self.usage.record("get", entry=reply["id"])
         return reply
 
     def set_importance(self, entry_id: str, importance: int, note: str | None) -> dict[str, Any]:
@@ -417,7 +216,7 @@ class Service:
             )
         limits.check_text("note", note, limits.MAX_NOTE)
         entry = reads.get(self.memory, entry_id)  # refuses unknown ids
-        self._event("importance", entry=entry["id"], importance=importance, note=note)
+        self.usage.record("importance", entry=entry["id"], importance=importance, note=note)
         return {"id": entry["id"], "importance": importance, "note": note}
 
     def history(self, entry_id: str) -> dict[str, Any]:
@@ -425,10 +224,8 @@ class Service:
         return reads.history(self.memory, entry_id)  # reads the files; no lock
 
     def gc(self, *, dry_run: bool = True, confirm: bool = False) -> dict[str, Any]:
-        from memory_agent.recall.gc import plan
-
         self.touch()
-        self.wait_for_model()
+        self.model.wait()
         with self.lock:
             with self.memory.session():
                 self.memory.sync()
@@ -445,7 +242,7 @@ class Service:
         """A write: embed its text with no lock held, then run it under the write lock. The
         reply comes after the new snapshot is published (read-your-writes)."""
         self.touch()
-        self.wait_for_model()
+        self.model.wait()
         if kwargs.get("confirm", True):
             self.pre_embed(kwargs.get("title"), kwargs.get("body"))
         with self.lock:
@@ -469,8 +266,8 @@ class Service:
 
     def _status(self) -> dict[str, Any]:
         self.touch()
-        if not self.model_loaded:
-            self.start_model_load()
+        if not self.model.loaded:
+            self.model.start()
             reply = self.memory.status(sync=False)
             reply["degraded"] = "model loading: status is of the index as last refreshed"
             return reply
@@ -495,7 +292,7 @@ class Service:
         """A fresh generation. The service lock is held only to scan and to switch, so
         searches keep answering from the live generation while it is built."""
         self.touch()
-        self.wait_for_model()
+        self.model.wait()
         if not self._rebuild_lock.acquire(blocking=False):
             raise Conflict("a rebuild is already running", "wait for it to finish")
         try:
@@ -508,14 +305,6 @@ class Service:
     def sync(self) -> dict[str, Any]:
         return self._write(self.memory.status)
 
-    @property
-    def model_state(self) -> str:
-        if self._model_error:
-            return "failed"
-        if self._model_ready.is_set():
-            return "ready"
-        return "loading" if self._model_thread is not None else "not loaded"
-
     def health(self) -> dict[str, Any]:
         """Always answers, at once: touches neither the model nor the store."""
         return {
@@ -525,10 +314,10 @@ class Service:
             "uptime_s": round(time.time() - self.started, 1),
             "home": str(self.memory.home),
             "embedder": self.memory.cfg.embedder,
-            "model": self.model_state,
-            "model_loaded": self.model_loaded,
-            "model_error": self._model_error,
-            "model_fix": self._model_fix or None,
+            "model": self.model.state,
+            "model_loaded": self.model.loaded,
+            "model_error": self.model.error,
+            "model_fix": self.model.fix or None,
             "repair_error": self.repair_error,
             "generation": self.memory.current_generation(),
             "rebuilding": self._rebuild_lock.locked(),

@@ -1,37 +1,41 @@
 """The MCP tools: names, parameters and descriptions are the contract the agent reads.
 
-Every parameter is described and bounded in the input schema; every reply has an output schema
-(`memory_agent.serve.schemas`); annotations tell clients which tools only read (so they can be
-auto-approved) and which change the memory.
+Every parameter is described and bounded in the input schema (the shared ones once, in
+`serve.tool_params`); every reply has an output schema (`serve.schemas`); annotations tell
+clients which tools only read (so they can be auto-approved) and which change the memory.
+Each tool is one call of the `Service`.
 
-Errors: a tool never returns an error message as a result. Whatever goes wrong - a refusal of
-ours, an argument the schema refuses, a bug - reaches the client as one shape (`is_error` true):
-text that starts with the code (`invalid: limit: 100000 is out of range`, then `fix: ...`) and
-the same as structured content, `{"error": {"code", "message", "fix"}}`. The mapping is
-`memory_agent.errors.describe`, shared with the admin routes and the CLI.
+Errors: a tool never returns an error message as a result; `serve.mcp_server.MemoryServer`
+turns whatever goes wrong into one `is_error` reply with a code and a fix (ADR 0007).
 """
 
 from __future__ import annotations
 
 import inspect
-import logging
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from mcp_types import ToolAnnotations
+from pydantic import Field
 
 from memory_agent import __version__, limits
-from memory_agent.client import CALLER_HEADER
-from memory_agent.errors import ErrorInfo, describe
-from memory_agent.kb.entries import ENTRY_TYPES
 from memory_agent.serve import schemas
+from memory_agent.serve.mcp_server import MemoryServer, caller_of
 from memory_agent.serve.service import Service
+from memory_agent.serve.tool_params import (
+    READ,
+    BodyArg,
+    ConfirmArg,
+    EntryType,
+    ForceArg,
+    IdArg,
+    LinksArg,
+    RequestIdArg,
+    TagsArg,
+    TitleArg,
+)
 
-__all__ = ["TOOL_NAMES", "build_server", "error_result"]
-
-log = logging.getLogger("memory_agent.tools")
+__all__ = ["INSTRUCTIONS", "TOOL_NAMES", "build_server", "tool_list"]
 
 INSTRUCTIONS = """Long-term memory for this user's projects: decisions, pitfalls, conventions and
 facts learned in earlier sessions, plus read-only Markdown docs from their repositories.
@@ -44,159 +48,11 @@ TOOL_NAMES = ("memory_search", "memory_get", "memory_add", "memory_supersede", "
               "memory_set_importance", "memory_history", "memory_index_status",
               "memory_proposals", "memory_accept", "memory_reject")  # fmt: skip
 
-EntryType = Literal[ENTRY_TYPES]  # type: ignore[valid-type]
-READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                       open_world_hint=False)  # fmt: skip
-
-# -- parameters, described once ---------------------------------------------------------------
-IdArg = Annotated[
-    str,
-    Field(
-        description="An entry id exactly as memory_search returned it (a slug for KB entries, "
-        "<label>/<path> for project docs).",
-        min_length=1,
-        max_length=limits.MAX_ID,
-    ),
-]
-TitleArg = Annotated[
-    str,
-    Field(
-        description="One line saying the point, e.g. 'Lock dependencies with uv'.",
-        min_length=1,
-        max_length=limits.MAX_TITLE,
-    ),
-]
-BodyArg = Annotated[
-    str,
-    Field(
-        description="Self-contained Markdown: what, why, and how to apply it. [[id]] links "
-        "another entry.",
-        min_length=1,
-        max_length=limits.MAX_BODY,
-    ),
-]
-TagsArg = Annotated[
-    list[Annotated[str, Field(max_length=limits.MAX_TAG)]] | None,
-    Field(
-        description="Short words to filter by, e.g. ['ci', 'python'].", max_length=limits.MAX_TAGS
-    ),
-]
-RequestIdArg = Annotated[
-    str | None,
-    Field(
-        description="Any unique string. Retrying the same call with the same request_id after a "
-        "timeout returns the first reply instead of writing twice; reusing it for a different "
-        "call is refused. Kept for a day.",
-        max_length=limits.MAX_REQUEST_ID,
-    ),
-]
-ConfirmArg = Annotated[
-    bool,
-    Field(
-        description="false (default): only preview the files, write nothing. true: write.",
-        strict=True,
-    ),
-]
-LinksArg = Annotated[
-    dict[
-        Literal["references", "derived_from", "contained_in", "contradicts"],
-        Annotated[list[Annotated[str, Field(max_length=80)]], Field(min_length=1, max_length=20)],
-    ]
-    | None,
-    Field(
-        description="Typed links to existing entries, e.g. {'derived_from': ['old-id'], "
-        "'contradicts': ['other-id']}. Searches follow them to related entries (contradicts is "
-        "shown, never boosts)."
-    ),
-]
-ForceArg = Annotated[
-    bool,
-    Field(
-        description="true: write even though a near-duplicate exists (it is named in the commit "
-        "message). Use only when the near-duplicate says something different.",
-        strict=True,
-    ),
-]
-
-
-def _validation_info(exc: ValidationError) -> ErrorInfo:
-    """A schema refusal as our `invalid`, naming each argument and its bound."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "arguments") or "arguments"
-        if err.get("type") == "missing":
-            parts.append(f"{loc}: missing; it is required")
-            continue
-        got = repr(err.get("input"))
-        got = got if len(got) <= 60 else got[:57] + "..."
-        parts.append(f"{loc}: {err.get('msg', 'invalid').lower()} (got {got})")
-    return ErrorInfo(
-        "invalid",
-        "; ".join(parts),
-        "correct the arguments named above; the tool's input schema lists every bound",
-    )
-
-
-def error_info(exc: BaseException) -> ErrorInfo:
-    """Unwrap the SDK's `ToolError` to what was raised, then describe it. A pydantic error is
-    the caller's only when the SDK says so (a plain `ToolError`: the arguments failed the input
-    schema); under `UnexpectedToolError` it is a reply that failed its own output schema - a
-    bug, `internal`."""
-    seen = exc
-    while isinstance(seen, ToolError) and seen.__cause__ is not None:
-        seen = seen.__cause__
-    if isinstance(seen, ValidationError) and not isinstance(exc, UnexpectedToolError):
-        return _validation_info(seen)
-    if isinstance(seen, ToolError):  # the SDK's own refusal (an unknown tool)
-        text = str(seen).removeprefix("Error executing tool ").strip()
-        return ErrorInfo("invalid", text, f"call one of {', '.join(TOOL_NAMES)}")
-    return describe(seen)
-
-
-def error_result(info: ErrorInfo) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(type="text", text=info.text)],
-        structured_content={"error": info.as_json()},
-        is_error=True,
-    )
-
-
-class MemoryServer(MCPServer):
-    """MCPServer with one error contract and output schemas that admit the error reply."""
-
-    async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
-        try:
-            return await super().call_tool(name, arguments, context)
-        except ToolError as exc:
-            info = error_info(exc)
-            if info.code == "internal":
-                log.error("tool %s crashed", name, exc_info=exc.__cause__ or exc)
-            else:
-                log.info("tool %s refused: %s", name, info.code)
-            return error_result(info)
-
-    async def list_tools(self):
-        tools = await super().list_tools()
-        return [
-            t.model_copy(update={"output_schema": schemas.with_error(t.output_schema)})
-            if t.output_schema
-            else t
-            for t in tools
-        ]
-
-
-def _caller(ctx: Context | None) -> str | None:
-    """The calling client, as the proxy or the CLI names it in a request header."""
-    try:
-        request = ctx.request_context.request if ctx is not None else None
-    except ValueError:  # no request (an in-process call)
-        return None
-    headers = getattr(request, "headers", None)
-    return headers.get(CALLER_HEADER) if headers is not None else None
-
 
 def build_server(service: Service) -> MCPServer:
-    server = MemoryServer("memory-agent", version=__version__, instructions=INSTRUCTIONS)
+    server = MemoryServer(
+        "memory-agent", version=__version__, instructions=INSTRUCTIONS, tool_names=TOOL_NAMES
+    )
 
     def tool(title: str, annotations: ToolAnnotations):
         """Register a tool with its docstring dedented: the model reads it as the description."""
@@ -278,7 +134,7 @@ def build_server(service: Service) -> MCPServer:
         """
         return service.search(
             query,
-            caller=_caller(ctx),
+            caller=caller_of(ctx),
             limit=limit,
             types=types,
             tags=tags,

@@ -45,9 +45,9 @@ from ragcore.index import (
     RefreshReport,
     live_generation,
 )
-from ragcore.lexical import Tokenizer
 from ragcore.search import Hit, SearchConfig, SearchResult, search
 from ragcore.store import Filter
+from ragcore.tokenizer import Tokenizer
 
 __all__ = [
     "DEFAULT_EXCLUDES",

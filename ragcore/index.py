@@ -56,11 +56,11 @@ from ragcore.documents import DEFAULT_MAX_CHARS, Document, chunk_document
 from ragcore.embedding import Embedder
 from ragcore.entities import extract_entities
 from ragcore.errors import IndexError_, IndexInconsistent
-from ragcore.lexical import Tokenizer, term_frequencies
 from ragcore.readmodel import DocInfo, ReadModel
 from ragcore.segment import FILE as SEGMENT_FILE
 from ragcore.segment import FORMAT, ChunkRow, DocRow, SegmentFile
 from ragcore.store import Filter, QdrantStore
+from ragcore.tokenizer import Tokenizer, term_frequencies
 
 __all__ = [
     "BuildReport",

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ragcore.lexical import BM25Index, SparseIndex, _top
+from ragcore.lexical import BM25Index, SparseIndex
+from ragcore.postings import top
 from ragcore.segment import ChunkRow, SegmentFile
 from ragcore.store import Filter
 
@@ -478,7 +479,7 @@ class ReadModel:
         allowed = self._alive[: self.hw] if mask is None else mask
         candidates = np.flatnonzero(allowed)
         return [
-            (self._slot_chunk[s], score) for s, score in _top(candidates, scores[candidates], limit)
+            (self._slot_chunk[s], score) for s, score in top(candidates, scores[candidates], limit)
         ]  # type: ignore[misc]
 
     def vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:

@@ -18,8 +18,8 @@ import numpy as np
 
 from ragcore.fusion import FusionConfig, fuse, query_language
 from ragcore.index import Index, Snapshot
-from ragcore.lexical import term_frequencies
 from ragcore.store import Filter
+from ragcore.tokenizer import term_frequencies
 
 __all__ = ["ChannelHit", "Hit", "SearchConfig", "SearchResult", "search"]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from ragcore import CachedEmbedder, EmbeddingCache, Index, Tokenizer, make_embedder
 from ragcore.evaluate import load_qrels, read_corpus, read_queries
-from ragcore.lexical import term_frequencies
 from ragcore.search import _per_document
+from ragcore.tokenizer import term_frequencies
 
 
 def main(bench: str, out: str, tokenizer_spec: str = "stem,jieba,bigrams") -> None:

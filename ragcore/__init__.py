@@ -37,15 +37,9 @@ from ragcore.errors import (
 )
 from ragcore.evaluate import EvalReport, evaluate, metrics, metrics_by
 from ragcore.fusion import FusionConfig
-from ragcore.index import (
-    BuildReport,
-    Consistency,
-    DocInfo,
-    Index,
-    RefreshReport,
-    live_generation,
-)
+from ragcore.index import BuildReport, DocInfo, Index, RefreshReport, live_generation
 from ragcore.search import Hit, SearchConfig, SearchResult, search
+from ragcore.snapshot import Consistency
 from ragcore.store import Filter
 from ragcore.tokenizer import Tokenizer
 

@@ -47,10 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragcore.atomic import atomic_write
+from ragcore.docinfo import DocInfo
 from ragcore.documents import DEFAULT_MAX_CHARS, Document
 from ragcore.embedding import Embedder
 from ragcore.errors import IndexError_, IndexInconsistent
-from ragcore.readmodel import DocInfo
 from ragcore.rows import Progress, RowBuilder, doc_rows, server_points
 from ragcore.segment import FILE as SEGMENT_FILE
 from ragcore.segment import FORMAT, ChunkRow, SegmentFile

@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from ragcore.postings import Postings, top
+from ragcore.postings import Base, Postings, top
 from ragcore.tokenizer import term_id
 
 __all__ = ["BM25Index", "SparseIndex"]
@@ -100,25 +100,25 @@ class BM25Index:
             self._maybe_compact()
             return slot
 
-    def load(
-        self, keys: list[str], slots: np.ndarray, terms: np.ndarray, tfs: np.ndarray,
-        entry_slots: np.ndarray,
-    ) -> None:  # fmt: skip
-        """Bulk load: `keys[i]` lives in `slots[i]`; the postings are parallel arrays
-        (`entry_slots`, `terms`, `tfs`)."""
+    def load_base(self, keys: list[str], lengths: np.ndarray, base: Base) -> None:
+        """Bulk load: `keys[i]` lives in slot i, `lengths[i]` is its token count; `base` holds
+        the postings (its arrays are kept, never written)."""
         with self._lock:
-            size = int(slots.max()) + 1 if slots.size else 0
-            self._grow(size)
-            for key, slot in zip(keys, slots.tolist(), strict=True):
-                self._keys[slot] = key
-                self._slot[key] = slot
-                self._alive[slot] = True
-            self._length[: self._length.size] = 0
-            if entry_slots.size:  # bincount: np.add.at is ~20x slower on millions of entries
-                summed = np.bincount(entry_slots, weights=tfs, minlength=size)
-                self._length[: summed.size] = summed
+            size = len(keys)
+            self._keys = list(keys)
+            self._slot = {key: slot for slot, key in enumerate(self._keys)}
+            self._length = np.array(lengths, dtype=np.float32)  # a copy: removes write it
+            self._alive = np.ones(size, dtype=bool)
             self._total_length = float(self._length.sum())
-            self._postings.load(entry_slots, terms, tfs)
+            self._postings.set_base(base)
+
+    def base_arrays(self) -> tuple[np.ndarray, Base]:
+        """(each slot's token count, the postings) of an index as `load_base` left it."""
+        with self._lock:
+            size = len(self._keys)
+            if len(self._slot) != size:
+                raise ValueError("the index has removed keys: only a fresh load has a base")
+            return self._length[:size], self._postings.base()
 
     def remove(self, key: str) -> None:
         with self._lock:
@@ -257,11 +257,18 @@ class SparseIndex:
             if self._postings.delta_entries > max(20_000, self._postings.base_entries // 8):
                 self._postings.compact(self._alive)
 
-    def load(self, slots: np.ndarray, entry_slots: np.ndarray, terms, weights) -> None:
+    def load_base(self, alive: np.ndarray, base: Base) -> None:
+        """Bulk load: `alive[slot]` says which slots hold weights; `base` holds the postings
+        (its arrays are kept, never written)."""
         with self._lock:
-            self._grow(int(slots.max()) + 1 if slots.size else 0)
-            self._alive[slots] = True
-            self._postings.load(entry_slots, terms, weights)
+            self._alive = np.array(alive, dtype=bool)  # a copy: removes write it
+            self.size = int(self._alive.size)
+            self._postings.set_base(base)
+
+    def base_arrays(self) -> tuple[np.ndarray, Base]:
+        """(which slots hold weights, the postings) of an index as `load_base` left it."""
+        with self._lock:
+            return self._alive[: self.size], self._postings.base()
 
     def remove(self, slot: int) -> None:
         with self._lock:

@@ -2,16 +2,42 @@
 ends with (`top`).
 
 `Postings` maps a term to the (slot, weight) pairs that hold it: a compact base (CSR, built with
-numpy) plus a delta of what was added since, folded in bulk. The lexical channel
-(`ragcore.lexical.BM25Index`) keeps term frequencies in one, the learned sparse channel
-(`ragcore.lexical.SparseIndex`) the model's weights.
+numpy; as plain arrays a `Base`, which is what a saved read model stores) plus a delta of what
+was added since, folded in bulk. The lexical channel (`ragcore.lexical.BM25Index`) keeps term
+frequencies in one, the learned sparse channel (`ragcore.lexical.SparseIndex`) the model's
+weights.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-__all__ = ["Postings", "top"]
+__all__ = ["Base", "Postings", "top"]
+
+
+class Base(NamedTuple):
+    """A compact posting base as plain arrays (CSR): the distinct terms, sorted; where each
+    term's entries start (`offsets`, one longer than `terms`); the entries' slots and weights."""
+
+    terms: np.ndarray  # int64
+    offsets: np.ndarray  # int64
+    slots: np.ndarray  # int32
+    weights: np.ndarray  # float32
+
+    @classmethod
+    def of_entries(cls, slots: np.ndarray, terms: np.ndarray, weights: np.ndarray) -> Base:
+        """The base holding these entries (parallel arrays, in any order)."""
+        order = np.argsort(terms, kind="stable")
+        terms, slots, weights = terms[order], slots[order], weights[order]
+        unique, starts = np.unique(terms, return_index=True)
+        return cls(
+            unique.astype(np.int64),
+            np.append(starts, terms.size).astype(np.int64),
+            slots.astype(np.int32),
+            weights.astype(np.float32),
+        )
 
 
 class Postings:
@@ -76,16 +102,21 @@ class Postings:
 
     def load(self, slots: np.ndarray, terms: np.ndarray, weights: np.ndarray) -> None:
         """Replace everything with these entries (parallel arrays), as one compact base."""
-        order = np.argsort(terms, kind="stable")
-        terms, slots, weights = terms[order], slots[order], weights[order]
-        unique, starts = np.unique(terms, return_index=True)
-        self._terms = unique.astype(np.int64)
-        self._offsets = np.append(starts, terms.size).astype(np.int64)
-        self._slots = slots.astype(np.int32)
-        self._weights = weights.astype(np.float32)
+        self.set_base(Base.of_entries(slots, terms, weights))
+
+    def set_base(self, base: Base) -> None:
+        """Replace everything with `base`. Its arrays are kept, never written (they may be
+        read-only: memory-mapped from a saved read model)."""
+        self._terms, self._offsets, self._slots, self._weights = base
         self._delta = {}
         self._shared = set()
         self.delta_entries = 0
+
+    def base(self) -> Base:
+        """The base as plain arrays; only when nothing was added since it was built."""
+        if self._delta:
+            raise ValueError("the postings have a delta: compact them first")
+        return Base(self._terms, self._offsets, self._slots, self._weights)
 
     def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All (slots, terms, weights), base then delta."""

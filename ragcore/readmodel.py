@@ -7,6 +7,10 @@
   lexical channel (`BM25Index`) and the model's sparse channel (`SparseIndex`) over the same
   slots. Chunk text is not held here: a search reads the text of its hits from the segment.
 
+A model is built in bulk from plain arrays (`ModelArrays`, `ReadModel.from_arrays`) - read from
+the segment's rows or from the arrays saved beside it (`ragcore.modelload`) - and then changed
+in place, one document at a time (`apply`, on a `clone` while the original keeps serving).
+
 A filter is a boolean mask over slots, built with a few vectorised operations; a filtered
 dense search scores every row with one matrix-vector product and keeps the best of the
 allowed ones: no Python loop over points. Removing a chunk marks its slot dead; when a quarter
@@ -20,77 +24,20 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from ragcore.docinfo import DocInfo
 from ragcore.lexical import BM25Index, SparseIndex
-from ragcore.postings import top
-from ragcore.segment import ChunkRow, SegmentFile
+from ragcore.postings import Base, top
+from ragcore.segment import ChunkRow
 from ragcore.store import Filter
 
-__all__ = ["DocInfo", "ReadModel"]
+__all__ = ["ModelArrays", "ReadModel"]
 
 VACUUM_DEAD_FRACTION = 0.25
 _EMPTY: frozenset[str] = frozenset()
 _REVISIONS = itertools.count(1)  # unique across read models: a revision names one state
-
-
-@dataclass(frozen=True)
-class DocInfo:
-    """What the index holds about one document."""
-
-    id: str
-    title: str
-    source: str
-    path: str | None
-    writable: bool
-    links: list[str]
-    meta: dict[str, Any]  # type, tags, status, created, ... as the document's frontmatter says
-    hash: str = ""
-    chunks: int = 0
-    stamp: str | None = None
-    entities: tuple[str, ...] = ()  # names it mentions (ragcore.entities), derived at indexing
-
-    @property
-    def status(self) -> str:
-        return str(self.meta.get("status") or "active")
-
-    @property
-    def type(self) -> str:
-        return str(self.meta.get("type") or "note")
-
-    @property
-    def tags(self) -> list[str]:
-        tags = self.meta.get("tags") or []
-        return [tags] if isinstance(tags, str) else [str(t) for t in tags]
-
-    def payload(self) -> dict[str, Any]:
-        """The document as a flat dict: doc_id, title, source, path, writable, links and the
-        metadata (status and type always present)."""
-        out: dict[str, Any] = dict(self.meta)
-        out.update(
-            doc_id=self.id,
-            title=self.title,
-            source=self.source,
-            path=self.path,
-            writable=self.writable,
-            links=list(self.links),
-            status=self.status,
-            type=self.type,
-            tags=self.tags,
-        )
-        return out
-
-    def as_info(self) -> dict[str, Any]:
-        return {
-            "title": self.title,
-            "path": self.path,
-            "writable": self.writable,
-            "links": self.links,
-            "meta": self.meta,
-            "entities": list(self.entities),
-        }
 
 
 class _Codes:
@@ -119,6 +66,25 @@ class _Columns:
     status: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int16))
     type: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int16))
     source: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int16))
+
+
+@dataclass
+class ModelArrays:
+    """A read model as plain data, every slot live: what `ReadModel.from_arrays` builds from and
+    `ReadModel.arrays` gives back. Arrays may be read-only (memory-mapped): the model never
+    writes into them."""
+
+    dim: int
+    with_dense: bool
+    docs: list[DocInfo]  # one per document row
+    chunk_ids: list[str]  # one per slot
+    slot_doc: np.ndarray  # int32: the document row of each slot
+    slot_n: np.ndarray  # int32: the chunk's number within its document
+    matrix: np.ndarray | None  # float32 (slots, dim); None without dense vectors
+    lengths: np.ndarray  # float32: each slot's token count (BM25)
+    lexical: Base  # term frequencies
+    sparse_alive: np.ndarray | None  # bool: the slots with learned sparse weights
+    sparse: Base | None  # learned sparse weights (None: the model gives none)
 
 
 class ReadModel:
@@ -241,6 +207,23 @@ class ReadModel:
             self._own(self._entity_docs, entity).add(info.id)
         return row
 
+    def _put_docs(self, infos: Sequence[DocInfo]) -> None:
+        """Every document of an empty model at once, in rows 0..n-1."""
+        n = len(infos)
+        self._grow_docs(n)
+        self._row_doc = [info.id for info in infos]
+        self._doc_row = {doc_id: row for row, doc_id in enumerate(self._row_doc)}
+        self.docs = dict(zip(self._row_doc, infos, strict=True))
+        self._listed = sum(info.chunks for info in infos)
+        for name in ("status", "type", "source"):
+            of = self._codes[name].of
+            getattr(self._cols, name)[:n] = [of(getattr(info, name)) for info in infos]
+        for row, info in enumerate(infos):
+            for tag in info.tags:
+                self._tag_rows.setdefault(tag, set()).add(row)
+            for entity in info.entities:
+                self._entity_docs.setdefault(entity, set()).add(info.id)
+
     def _forget_entities(self, info: DocInfo) -> None:
         for entity in info.entities:
             if entity in self._entity_docs:
@@ -330,80 +313,54 @@ class ReadModel:
         if self.hw > 1000 and self.hw - self.chunks > VACUUM_DEAD_FRACTION * self.hw:
             self.vacuum()
 
-    def load(self, segment: SegmentFile) -> None:
-        """Everything of a generation, in bulk (the open of an index)."""
-        for row in segment.docs():
-            info = DocInfo(
-                row.doc_id,
-                str(row.info.get("title", "")),
-                row.source,
-                row.info.get("path"),
-                bool(row.info.get("writable")),
-                list(row.info.get("links") or []),
-                dict(row.info.get("meta") or {}),
-                row.hash,
-                row.chunks,
-                row.stamp,
-                tuple(row.info.get("entities") or ()),
-            )
-            self._put_doc(info)
-            self._doc_slots[info.id] = []
-        # one pass in Python collecting raw bytes and lengths; the arrays are made in bulk
-        keys: list[str] = []
-        terms, tfs, term_counts = [], [], []
-        sp_terms, sp_weights, sp_counts = [], [], []
-        dense_rows: list[bytes] = []
-        ns: list[int] = []
-        slot_docs: list[int] = []
-        for cid, doc_id, n, dense, t, f, st, sw in segment.chunk_vectors(self.with_dense):
-            doc_row = self._doc_row.get(doc_id)
-            if doc_row is None:
-                continue  # a chunk of no listed document: the consistency check reports it
-            slot = self.hw
-            self.hw += 1
-            keys.append(cid)
-            self._slot_chunk.append(cid)
-            self._chunk_slot[cid] = slot
-            self._doc_slots[doc_id].append(slot)
-            slot_docs.append(doc_row)
-            terms.append(t)
-            tfs.append(f)
-            term_counts.append(len(t) // 8)
-            if st is not None:
-                sp_terms.append(st)
-                sp_weights.append(sw)
-                sp_counts.append(len(st) // 8)
-            else:
-                sp_counts.append(0)
-            if self.with_dense:
-                dense_rows.append(dense)
-            ns.append(n)
-        self._grow_slots(self.hw)
-        self._slot_n[: self.hw] = ns
-        self._slot_doc[: self.hw] = slot_docs
-        slots = np.arange(self.hw, dtype=np.int32)
-        self._alive[: self.hw] = True
-        if self.with_dense and dense_rows:
-            self._matrix[: self.hw] = np.frombuffer(b"".join(dense_rows), dtype="<f4").reshape(
-                self.hw, self.dim
-            )
-        self.bm25.load(
-            keys,
-            slots,
-            np.frombuffer(b"".join(terms), dtype="<i8"),
-            np.frombuffer(b"".join(tfs), dtype="<f4"),
-            np.repeat(slots, term_counts).astype(np.int32),
+    @classmethod
+    def from_arrays(cls, a: ModelArrays) -> ReadModel:
+        """A model holding exactly `a` (its big arrays are shared, not copied: a change
+        appends beyond them into new arrays, or replaces them whole)."""
+        model = cls(a.dim, with_dense=a.with_dense)
+        model._put_docs(a.docs)
+        n = len(a.chunk_ids)
+        model.hw = n
+        model._slot_chunk = list(a.chunk_ids)
+        model._chunk_slot = {c: s for s, c in enumerate(model._slot_chunk)}
+        order = np.argsort(a.slot_doc, kind="stable")
+        bounds = np.searchsorted(a.slot_doc[order], np.arange(len(a.docs) + 1)).tolist()
+        slots = order.tolist()
+        model._doc_slots = {
+            info.id: slots[bounds[row] : bounds[row + 1]] for row, info in enumerate(a.docs)
+        }
+        # every per-slot array exactly n long: the first new slot grows them all into copies
+        model._slot_doc, model._slot_n = a.slot_doc, a.slot_n
+        model._alive = np.ones(n, dtype=bool)
+        if a.with_dense:
+            model._matrix = a.matrix if a.matrix is not None else np.zeros((0, a.dim), "f4")
+        model.bm25.load_base(a.chunk_ids, a.lengths, a.lexical)
+        if a.sparse is not None and a.sparse_alive is not None:
+            model.sparse.load_base(a.sparse_alive, a.sparse)
+            model.has_sparse = True
+        model.revision = next(_REVISIONS)
+        return model
+
+    def arrays(self) -> ModelArrays:
+        """This model as plain data; only for a model as `from_arrays` built it (no change
+        since: every slot live, every document row in use, the postings compact)."""
+        if self.hw != self.chunks or len(self.docs) != len(self._row_doc):
+            raise ValueError("the read model has changed since it was built: no arrays")
+        lengths, lexical = self.bm25.base_arrays()
+        sparse_alive, sparse = self.sparse.base_arrays() if self.has_sparse else (None, None)
+        return ModelArrays(
+            self.dim,
+            self.with_dense,
+            [self.docs[d] for d in self._row_doc],  # type: ignore[index]
+            list(self._slot_chunk),  # type: ignore[arg-type]
+            self._slot_doc[: self.hw],
+            self._slot_n[: self.hw],
+            self._matrix[: self.hw] if self.with_dense else None,
+            lengths,
+            lexical,
+            sparse_alive,
+            sparse,
         )
-        if sp_terms:
-            sp_slots = np.repeat(slots, sp_counts).astype(np.int32)
-            self.sparse.load(
-                np.unique(sp_slots),
-                sp_slots,
-                np.frombuffer(b"".join(sp_terms), dtype="<i8"),
-                np.frombuffer(b"".join(sp_weights), dtype="<f4"),
-            )
-            self.has_sparse = True
-        self.revision = next(_REVISIONS)
 
     def vacuum(self) -> None:
         """Renumber the live slots 0..n-1 and drop the dead ones everywhere."""

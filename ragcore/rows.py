@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from ragcore.docinfo import DocInfo
 from ragcore.documents import Chunk, Document, chunk_document
 from ragcore.embedding import Embedder
 from ragcore.entities import extract_entities
-from ragcore.readmodel import DocInfo
 from ragcore.segment import ChunkRow, DocRow
 from ragcore.tokenizer import Tokenizer, term_frequencies
 

@@ -23,10 +23,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ragcore.docinfo import DocInfo
 from ragcore.documents import Document, chunk_document
 from ragcore.embedding import Embedder
 from ragcore.errors import IndexError_, IndexInconsistent
-from ragcore.readmodel import DocInfo, ReadModel
+from ragcore.modelload import load_model
+from ragcore.readmodel import ReadModel
 from ragcore.segment import FILE as SEGMENT_FILE
 from ragcore.segment import SegmentFile
 from ragcore.store import Filter, QdrantStore
@@ -149,8 +151,7 @@ class Snapshot:
             ) from exc
         try:
             _check_embedder(owner.embedder, meta, name)
-            model = ReadModel(int(meta["dim"]), with_dense=with_dense)
-            model.load(segment)
+            model = load_model(segment, int(meta["dim"]), with_dense)
             listed, present = segment.counts()
             problems = []
             if listed != present:

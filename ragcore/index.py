@@ -6,6 +6,8 @@ incremental changes - served from an in-memory read model.
     index/gen-000007/segment.sqlite    everything of that generation: the manifest (what each
                                        document was indexed from), each chunk's text and
                                        vectors (`ragcore.segment`)
+    index/gen-000007/readmodel.arrays  the read model's arrays, saved for a fast open
+                                       (derived from the segment; `ragcore.modelload`)
 
 A full `build` writes a new generation (`prepare`, no lock held: searches go on) and moves
 CURRENT to it only after the check passes (`activate`). A build that dies leaves an orphan
@@ -17,7 +19,8 @@ index that fails the check refuses to search (`IndexInconsistent`, naming
 a rebuild): it never answers empty.
 
 Opening a generation loads its read model (`ragcore.readmodel`): documents, filter columns,
-the dense matrix and the lexical and sparse inverted indexes. With a Qdrant server
+the dense matrix and the lexical and sparse inverted indexes - mapped from the saved arrays
+when they fit the segment, else read from its rows (and saved). With a Qdrant server
 (`qdrant_url`) the dense vectors live in a collection per generation instead, and dense
 search runs there with the filter pushed down.
 
@@ -43,7 +46,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ragcore.atomic import atomic_write
@@ -424,10 +427,11 @@ class Index:
             snap = self._ensure_open()
             snap.segment.set_stamps(stamps)
             model = snap.model.clone()
-            for doc_id, stamp in stamps.items():
-                info = model.docs.get(doc_id)
-                if info is not None:
-                    model.docs[doc_id] = DocInfo(**{**info.__dict__, "stamp": stamp})
+            model.relabel(
+                replace(info, stamp=stamp)
+                for doc_id, stamp in stamps.items()
+                if (info := model.docs.get(doc_id)) is not None
+            )
             self._snap = snap.with_model(model)
 
     # -- lookups (each from the snapshot live at the call) ---------------------------------

@@ -112,14 +112,6 @@ class BM25Index:
             self._total_length = float(self._length.sum())
             self._postings.set_base(base)
 
-    def base_arrays(self) -> tuple[np.ndarray, Base]:
-        """(each slot's token count, the postings) of an index as `load_base` left it."""
-        with self._lock:
-            size = len(self._keys)
-            if len(self._slot) != size:
-                raise ValueError("the index has removed keys: only a fresh load has a base")
-            return self._length[:size], self._postings.base()
-
     def remove(self, key: str) -> None:
         with self._lock:
             self._remove(key)
@@ -264,11 +256,6 @@ class SparseIndex:
             self._alive = np.array(alive, dtype=bool)  # a copy: removes write it
             self.size = int(self._alive.size)
             self._postings.set_base(base)
-
-    def base_arrays(self) -> tuple[np.ndarray, Base]:
-        """(which slots hold weights, the postings) of an index as `load_base` left it."""
-        with self._lock:
-            return self._alive[: self.size], self._postings.base()
 
     def remove(self, slot: int) -> None:
         with self._lock:

@@ -112,12 +112,6 @@ class Postings:
         self._shared = set()
         self.delta_entries = 0
 
-    def base(self) -> Base:
-        """The base as plain arrays; only when nothing was added since it was built."""
-        if self._delta:
-            raise ValueError("the postings have a delta: compact them first")
-        return Base(self._terms, self._offsets, self._slots, self._weights)
-
     def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All (slots, terms, weights), base then delta."""
         counts = np.diff(self._offsets)

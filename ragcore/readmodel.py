@@ -9,7 +9,8 @@
 
 A model is built in bulk from plain arrays (`ModelArrays`, `ReadModel.from_arrays`) - read from
 the segment's rows or from the arrays saved beside it (`ragcore.modelload`) - and then changed
-in place, one document at a time (`apply`, on a `clone` while the original keeps serving).
+in place, one document at a time (`apply`, on a `clone` while the original keeps serving). Tags
+and entities map to document rows (`ragcore.setindex`).
 
 A filter is a boolean mask over slots, built with a few vectorised operations; a filtered
 dense search scores every row with one matrix-vector product and keeps the best of the
@@ -31,12 +32,13 @@ from ragcore.docinfo import DocInfo
 from ragcore.lexical import BM25Index, SparseIndex
 from ragcore.postings import Base, top
 from ragcore.segment import ChunkRow
+from ragcore.setindex import SetIndex
 from ragcore.store import Filter
 
 __all__ = ["ModelArrays", "ReadModel"]
 
 VACUUM_DEAD_FRACTION = 0.25
-_EMPTY: frozenset[str] = frozenset()
+NameTable = tuple[list[str], np.ndarray, np.ndarray]  # names, offsets by row, name ids
 _REVISIONS = itertools.count(1)  # unique across read models: a revision names one state
 
 
@@ -51,6 +53,12 @@ class _Codes:
         if code is None:
             code = self.code[value] = len(self.code) + 1
         return code
+
+    def of_each(self, values: list[str]) -> np.ndarray:
+        """The code of each value (new values get theirs in the order first seen)."""
+        for value in dict.fromkeys(values):
+            self.of(value)
+        return np.fromiter(map(self.code.__getitem__, values), dtype=np.int16, count=len(values))
 
     def copy(self) -> _Codes:
         new = _Codes()
@@ -70,9 +78,8 @@ class _Columns:
 
 @dataclass
 class ModelArrays:
-    """A read model as plain data, every slot live: what `ReadModel.from_arrays` builds from and
-    `ReadModel.arrays` gives back. Arrays may be read-only (memory-mapped): the model never
-    writes into them."""
+    """A read model as plain data, every slot live: what `ReadModel.from_arrays` builds from.
+    Arrays may be read-only (memory-mapped): the model never writes into them."""
 
     dim: int
     with_dense: bool
@@ -85,6 +92,8 @@ class ModelArrays:
     lexical: Base  # term frequencies
     sparse_alive: np.ndarray | None  # bool: the slots with learned sparse weights
     sparse: Base | None  # learned sparse weights (None: the model gives none)
+    tags: NameTable  # each document row's tags (`ragcore.setindex.name_table`)
+    entities: NameTable  # each document row's entities, in DocInfo.entities order
 
 
 class ReadModel:
@@ -100,8 +109,8 @@ class ReadModel:
         self._free_rows: list[int] = []
         self._cols = _Columns()
         self._codes = {"status": _Codes(), "type": _Codes(), "source": _Codes()}
-        self._tag_rows: dict[str, set[int]] = {}
-        self._entity_docs: dict[str, set[str]] = {}  # entity -> the documents naming it
+        self._tags = SetIndex()  # tag -> the rows of the documents carrying it
+        self._entities = SetIndex()  # entity -> the rows of the documents naming it
         self._doc_slots: dict[str, list[int]] = {}
         # chunks
         self.hw = 0  # slots in use (high-water mark)
@@ -114,7 +123,6 @@ class ReadModel:
         self.bm25 = BM25Index()
         self.sparse = SparseIndex()
         self.has_sparse = False
-        self._shared_sets: set[int] = set()  # ids of tag/entity sets an original also holds
 
     def clone(self) -> ReadModel:
         """A copy to change (`apply`) while this one keeps serving searches, unchanged.
@@ -135,11 +143,8 @@ class ReadModel:
             self._cols.status.copy(), self._cols.type.copy(), self._cols.source.copy()
         )
         new._codes = {name: codes.copy() for name, codes in self._codes.items()}
-        new._tag_rows = dict(self._tag_rows)
-        new._entity_docs = dict(self._entity_docs)
-        new._shared_sets = {id(v) for v in new._tag_rows.values()} | {
-            id(v) for v in new._entity_docs.values()
-        }
+        new._tags = self._tags.clone()
+        new._entities = self._entities.clone()
         new._doc_slots = dict(self._doc_slots)  # lists are replaced, never changed in place
         new.hw = self.hw
         new._slot_chunk = list(self._slot_chunk)
@@ -151,16 +156,6 @@ class ReadModel:
         new.sparse = self.sparse.clone()
         new.has_sparse = self.has_sparse
         return new
-
-    def _own(self, table: dict[str, set], key: str) -> set:
-        """The set under `key`, copied first if an original model holds it too."""
-        held = table.get(key)
-        if held is None:
-            held = table[key] = set()
-        elif id(held) in self._shared_sets:
-            self._shared_sets.discard(id(held))
-            held = table[key] = set(held)
-        return held
 
     # -- sizes --------------------------------------------------------------------------------
     @property
@@ -191,10 +186,7 @@ class ReadModel:
             self._doc_row[info.id] = row
             self._row_doc[row] = info.id
         else:
-            for tag in self.docs[info.id].tags:
-                if tag in self._tag_rows:
-                    self._own(self._tag_rows, tag).discard(row)
-            self._forget_entities(self.docs[info.id])
+            self._forget_names(self.docs[info.id], row)
             self._listed -= self.docs[info.id].chunks
         self.docs[info.id] = info
         self._listed += info.chunks
@@ -202,39 +194,44 @@ class ReadModel:
         self._cols.type[row] = self._codes["type"].of(info.type)
         self._cols.source[row] = self._codes["source"].of(info.source)
         for tag in info.tags:
-            self._own(self._tag_rows, tag).add(row)
+            self._tags.add(tag, row)
         for entity in info.entities:
-            self._own(self._entity_docs, entity).add(info.id)
+            self._entities.add(entity, row)
         return row
 
-    def _put_docs(self, infos: Sequence[DocInfo]) -> None:
-        """Every document of an empty model at once, in rows 0..n-1."""
+    def _put_docs(self, infos: Sequence[DocInfo], tags: NameTable, entities: NameTable) -> None:
+        """Every document of an empty model at once, in rows 0..n-1, with their tags and
+        entities by row."""
         n = len(infos)
         self._grow_docs(n)
         self._row_doc = [info.id for info in infos]
         self._doc_row = {doc_id: row for row, doc_id in enumerate(self._row_doc)}
         self.docs = dict(zip(self._row_doc, infos, strict=True))
         self._listed = sum(info.chunks for info in infos)
-        for name in ("status", "type", "source"):
-            of = self._codes[name].of
-            getattr(self._cols, name)[:n] = [of(getattr(info, name)) for info in infos]
-        for row, info in enumerate(infos):
-            for tag in info.tags:
-                self._tag_rows.setdefault(tag, set()).add(row)
-            for entity in info.entities:
-                self._entity_docs.setdefault(entity, set()).add(info.id)
+        metas = [info.meta for info in infos]
+        self._cols.status[:n] = self._codes["status"].of_each(
+            [str(m.get("status") or "active") for m in metas]  # as DocInfo.status
+        )
+        self._cols.type[:n] = self._codes["type"].of_each(
+            [str(m.get("type") or "note") for m in metas]  # as DocInfo.type
+        )
+        self._cols.source[:n] = self._codes["source"].of_each([info.source for info in infos])
+        self._tags = SetIndex.build(*tags)
+        self._entities = SetIndex.build(*entities)
 
-    def _forget_entities(self, info: DocInfo) -> None:
+    def _forget_names(self, info: DocInfo, row: int) -> None:
+        for tag in info.tags:
+            self._tags.discard(tag, row)
         for entity in info.entities:
-            if entity in self._entity_docs:
-                holders = self._own(self._entity_docs, entity)
-                holders.discard(info.id)
-                if not holders:
-                    del self._entity_docs[entity]
+            self._entities.discard(entity, row)
 
     def entity_docs(self, entity: str) -> set[str]:
-        """The documents that name `entity` (live; do not modify)."""
-        return self._entity_docs.get(entity, _EMPTY)
+        """The documents that name `entity`."""
+        return {self._row_doc[row] for row in self._entities.rows(entity)}  # type: ignore[misc]
+
+    def entity_count(self, entity: str) -> int:
+        """How many documents name `entity`."""
+        return self._entities.count(entity)
 
     def _drop_doc(self, doc_id: str) -> None:
         info = self.docs.pop(doc_id, None)
@@ -244,10 +241,7 @@ class ReadModel:
         for slot in self._doc_slots.pop(doc_id, []):
             self._drop_slot(slot)
         row = self._doc_row.pop(doc_id)
-        for tag in info.tags:
-            if tag in self._tag_rows:
-                self._own(self._tag_rows, tag).discard(row)
-        self._forget_entities(info)
+        self._forget_names(info, row)
         self._row_doc[row] = None
         self._cols.status[row] = self._cols.type[row] = self._cols.source[row] = 0
         self._free_rows.append(row)
@@ -318,7 +312,7 @@ class ReadModel:
         """A model holding exactly `a` (its big arrays are shared, not copied: a change
         appends beyond them into new arrays, or replaces them whole)."""
         model = cls(a.dim, with_dense=a.with_dense)
-        model._put_docs(a.docs)
+        model._put_docs(a.docs, a.tags, a.entities)
         n = len(a.chunk_ids)
         model.hw = n
         model._slot_chunk = list(a.chunk_ids)
@@ -341,26 +335,13 @@ class ReadModel:
         model.revision = next(_REVISIONS)
         return model
 
-    def arrays(self) -> ModelArrays:
-        """This model as plain data; only for a model as `from_arrays` built it (no change
-        since: every slot live, every document row in use, the postings compact)."""
-        if self.hw != self.chunks or len(self.docs) != len(self._row_doc):
-            raise ValueError("the read model has changed since it was built: no arrays")
-        lengths, lexical = self.bm25.base_arrays()
-        sparse_alive, sparse = self.sparse.base_arrays() if self.has_sparse else (None, None)
-        return ModelArrays(
-            self.dim,
-            self.with_dense,
-            [self.docs[d] for d in self._row_doc],  # type: ignore[index]
-            list(self._slot_chunk),  # type: ignore[arg-type]
-            self._slot_doc[: self.hw],
-            self._slot_n[: self.hw],
-            self._matrix[: self.hw] if self.with_dense else None,
-            lengths,
-            lexical,
-            sparse_alive,
-            sparse,
-        )
+    def relabel(self, infos: Iterable[DocInfo]) -> None:
+        """New manifest entries for indexed documents whose content (hash) is unchanged, e.g.
+        a touched file's stamp: their chunks, filter columns and entities stay, and so does
+        the revision (nothing a search reads changed)."""
+        for info in infos:
+            if info.id in self.docs:
+                self.docs[info.id] = info
 
     def vacuum(self) -> None:
         """Renumber the live slots 0..n-1 and drop the dead ones everywhere."""
@@ -412,7 +393,7 @@ class ReadModel:
         if flt.tags is not None:
             tagged = np.zeros(n, dtype=bool)
             for tag in flt.tags:
-                hit = self._tag_rows.get(tag)
+                hit = self._tags.rows(tag)
                 if hit:
                     tagged[list(hit)] = True
             rows &= tagged

@@ -27,6 +27,7 @@ from ragcore.docinfo import DocInfo
 from ragcore.documents import Document, chunk_document
 from ragcore.embedding import Embedder
 from ragcore.errors import IndexError_, IndexInconsistent
+from ragcore.modelload import FILE as MODEL_FILE
 from ragcore.modelload import load_model
 from ragcore.readmodel import ReadModel
 from ragcore.segment import FILE as SEGMENT_FILE
@@ -130,6 +131,7 @@ class Snapshot:
         self.embedder = owner.embedder
         self.tokenizer = owner.tokenizer
         self.max_chars = owner.max_chars
+        self.origin = ""  # where `open` read the read model from (a log line)
 
     @classmethod
     def open(
@@ -151,7 +153,9 @@ class Snapshot:
             ) from exc
         try:
             _check_embedder(owner.embedder, meta, name)
-            model = load_model(segment, int(meta["dim"]), with_dense)
+            model, origin = load_model(
+                segment, owner.root / name / MODEL_FILE, int(meta["dim"]), with_dense
+            )
             listed, present = segment.counts()
             problems = []
             if listed != present:
@@ -173,12 +177,16 @@ class Snapshot:
             if server is not None:
                 server.close()
             raise
-        return cls(owner, model, segment, server, name, meta.get("embedder"))
+        snap = cls(owner, model, segment, server, name, meta.get("embedder"))
+        snap.origin = origin
+        return snap
 
     def with_model(self, model: ReadModel) -> Snapshot:
-        return Snapshot(
+        snap = Snapshot(
             self.owner, model, self.segment, self.server, self.generation, self.embedder_id
         )
+        snap.origin = self.origin
+        return snap
 
     def snapshot(self) -> Snapshot:
         return self
@@ -236,7 +244,7 @@ class Snapshot:
         return frozenset(self.model.entity_docs(entity))
 
     def entity_count(self, entity: str) -> int:
-        return len(self.model.entity_docs(entity))
+        return self.model.entity_count(entity)
 
     def token_idf(self, token: str) -> float:
         return self.model.bm25.token_idf(token)

@@ -63,7 +63,6 @@ from ragcore.tokenizer import Tokenizer
 
 __all__ = [
     "BuildReport",
-    "DocInfo",
     "Index",
     "Prepared",
     "RefreshReport",

@@ -9,6 +9,7 @@ checks it).
 """
 
 from ragcore.atomic import atomic_write, temp_files
+from ragcore.docinfo import DocInfo
 from ragcore.documents import (
     DEFAULT_EXCLUDES,
     Document,
@@ -37,17 +38,11 @@ from ragcore.errors import (
 )
 from ragcore.evaluate import EvalReport, evaluate, metrics, metrics_by
 from ragcore.fusion import FusionConfig
-from ragcore.index import (
-    BuildReport,
-    Consistency,
-    DocInfo,
-    Index,
-    RefreshReport,
-    live_generation,
-)
-from ragcore.lexical import Tokenizer
+from ragcore.index import BuildReport, Index, RefreshReport, live_generation
 from ragcore.search import Hit, SearchConfig, SearchResult, search
+from ragcore.snapshot import Consistency
 from ragcore.store import Filter
+from ragcore.tokenizer import Tokenizer
 
 __all__ = [
     "DEFAULT_EXCLUDES",

@@ -6,6 +6,8 @@ incremental changes - served from an in-memory read model.
     index/gen-000007/segment.sqlite    everything of that generation: the manifest (what each
                                        document was indexed from), each chunk's text and
                                        vectors (`ragcore.segment`)
+    index/gen-000007/readmodel.arrays  the read model's arrays, saved for a fast open
+                                       (derived from the segment; `ragcore.modelload`)
 
 A full `build` writes a new generation (`prepare`, no lock held: searches go on) and moves
 CURRENT to it only after the check passes (`activate`). A build that dies leaves an orphan
@@ -17,24 +19,23 @@ index that fails the check refuses to search (`IndexInconsistent`, naming
 a rebuild): it never answers empty.
 
 Opening a generation loads its read model (`ragcore.readmodel`): documents, filter columns,
-the dense matrix and the lexical and sparse inverted indexes. With a Qdrant server
+the dense matrix and the lexical and sparse inverted indexes - mapped from the saved arrays
+when they fit the segment, else read from its rows (and saved). With a Qdrant server
 (`qdrant_url`) the dense vectors live in a collection per generation instead, and dense
 search runs there with the filter pushed down.
 
-Readers never wait for writers: the live state is a `Snapshot` (a read model, the segment and
-the generation's name), never changed once published. A change (`apply`, `set_stamps`) embeds
-and writes the segment, applies itself to a copy-on-write clone of the read model
-(`ReadModel.clone`) and publishes the clone by one reference assignment; `activate` loads the
-new generation's read model before it moves CURRENT. A reader takes `snapshot()` once and
-answers from it, so a search sees every write either whole or not at all. Writers are
-serialised by the index's lock (and, above it, by the caller's writer lock). One limit: chunk
-text is read from the segment at answer time, so a snippet may already show the text of a
-write that landed after the search took its snapshot (ids, metadata, scores and the
-generation are the snapshot's).
+Readers never wait for writers: the live state is a `ragcore.snapshot.Snapshot` (a read
+model, the segment and the generation's name), never changed once published. A change
+(`apply`, `set_stamps`) embeds and writes the segment (`ragcore.rows` turns documents into
+rows), applies itself to a copy-on-write clone of the read model (`ReadModel.clone`) and
+publishes the clone by one reference assignment; `activate` loads the new generation's read
+model before it moves CURRENT. A reader takes `snapshot()` once and answers from it, so a
+search sees every write either whole or not at all. Writers are serialised by the index's lock
+(and, above it, by the caller's writer lock).
 
 Public lookups: `doc(id)`, `docs()`, `len(index)`, `revision` (changes with every change),
 `similar(document, ...)` (the nearest documents to a new text), `snapshot()`. Nothing else of
-the index's insides is part of its interface.
+the index's insides is part of its interface; a search reads a snapshot's channels.
 """
 
 from __future__ import annotations
@@ -44,41 +45,32 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from ragcore.atomic import atomic_write
-from ragcore.documents import DEFAULT_MAX_CHARS, Document, chunk_document
+from ragcore.docinfo import DocInfo
+from ragcore.documents import DEFAULT_MAX_CHARS, Document
 from ragcore.embedding import Embedder
-from ragcore.entities import extract_entities
 from ragcore.errors import IndexError_, IndexInconsistent
-from ragcore.lexical import Tokenizer, term_frequencies
-from ragcore.readmodel import DocInfo, ReadModel
+from ragcore.rows import Progress, RowBuilder, doc_rows, server_points
 from ragcore.segment import FILE as SEGMENT_FILE
-from ragcore.segment import FORMAT, ChunkRow, DocRow, SegmentFile
+from ragcore.segment import FORMAT, ChunkRow, SegmentFile
+from ragcore.snapshot import REBUILD_HINT, Consistency, Snapshot
 from ragcore.store import Filter, QdrantStore
+from ragcore.tokenizer import Tokenizer
 
 __all__ = [
     "BuildReport",
-    "Consistency",
-    "DocInfo",
     "Index",
     "Prepared",
     "RefreshReport",
-    "Snapshot",
     "live_generation",
 ]
 
 CURRENT = "CURRENT"
 _GEN = re.compile(r"^gen-(\d{6})$")
-REBUILD_HINT = "rebuild the index: a fresh generation from the documents"
-_SCALARS = (str, int, float, bool)
-
-Progress = Callable[[str, int, int], None]
 
 
 def live_generation(root: Path) -> str | None:
@@ -89,16 +81,6 @@ def live_generation(root: Path) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     return name if _GEN.match(name) else None
-
-
-@dataclass
-class Consistency:
-    consistent: bool
-    generation: str | None
-    manifest_points: int
-    points: int
-    embedder: str | None
-    problems: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -134,178 +116,6 @@ class RefreshReport:
         return bool(self.added or self.updated or self.removed)
 
 
-def _json_meta_values(value: Any) -> Any:
-    if isinstance(value, _SCALARS) or value is None:
-        return value
-    if isinstance(value, dict):
-        return {str(k): _json_meta_values(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_meta_values(v) for v in value]
-    return str(value)
-
-
-def _json_meta(meta: dict[str, Any]) -> dict[str, Any]:
-    """The document's metadata as JSON values (dates become text)."""
-    out: dict[str, Any] = {}
-    for key, value in meta.items():
-        if value is None:
-            continue
-        if isinstance(value, _SCALARS):
-            out[key] = value
-        elif isinstance(value, (list, tuple)):
-            out[key] = [v if isinstance(v, _SCALARS) else str(v) for v in value]
-        elif isinstance(value, dict):  # e.g. typed links: {kind: [ids]}
-            out[key] = _json_meta_values(value)
-        else:
-            out[key] = str(value)
-    if isinstance(out.get("tags"), str):
-        out["tags"] = [out["tags"]]
-    out.setdefault("status", "active")
-    out.setdefault("type", "note")
-    return out
-
-
-class Snapshot:
-    """One published state of the live generation: everything a search reads, never changed.
-    It has the read interface of `Index` (ragcore.search takes either)."""
-
-    def __init__(
-        self,
-        index: Index,
-        model: ReadModel,
-        segment: SegmentFile,
-        server: QdrantStore | None,
-        generation: str,
-        embedder_id: str | None,
-    ):
-        self.index = index
-        self.model = model
-        self.segment = segment
-        self.server = server
-        self.generation = generation
-        self.embedder_id = embedder_id
-        self.embedder = index.embedder
-        self.tokenizer = index.tokenizer
-        self.max_chars = index.max_chars
-
-    def with_model(self, model: ReadModel) -> Snapshot:
-        return Snapshot(
-            self.index, model, self.segment, self.server, self.generation, self.embedder_id
-        )
-
-    def snapshot(self) -> Snapshot:
-        return self
-
-    @property
-    def revision(self) -> int:
-        return self.model.revision
-
-    def check(self, raise_on_error: bool = False) -> Consistency:
-        """CURRENT names this generation (or the one the index has moved to since), and the
-        manifest lists exactly the chunks held. Cheap (in memory): it runs before every
-        search."""
-        model, problems = self.model, []
-        current = self.index.current()
-        if current not in (self.generation, self.index.generation, self.index._switching):
-            problems.append(
-                f"CURRENT names {current or 'no generation'} but {self.generation} is open"
-                + ("" if current and (self.index.root / current).is_dir() else " (it is missing)")
-            )
-        listed = model.listed_chunks()
-        if listed != model.chunks:
-            problems.append(f"the manifest lists {listed} chunks but {model.chunks} are held")
-        result = Consistency(
-            not problems, self.generation, listed, model.chunks, self.embedder_id, problems
-        )
-        if raise_on_error and not result.consistent:
-            raise IndexInconsistent(
-                f"index generation {result.generation} is inconsistent: "
-                f"{'; '.join(result.problems)}",
-                REBUILD_HINT,
-            )
-        return result
-
-    # -- lookups --------------------------------------------------------------------------
-    def __len__(self) -> int:
-        return len(self.model.docs)
-
-    def doc(self, doc_id: str) -> DocInfo | None:
-        return self.model.docs.get(doc_id)
-
-    def docs(self) -> Iterator[DocInfo]:
-        return self.model.iter_docs()
-
-    def ids_with_prefix(self, prefix: str) -> list[str]:
-        """The ids that start with `prefix` (a scan of the id keys: no document is built)."""
-        return [d for d in self.model.docs if d.startswith(prefix)]
-
-    def entity_docs(self, entity: str) -> frozenset[str]:
-        return frozenset(self.model.entity_docs(entity))
-
-    def entity_count(self, entity: str) -> int:
-        return len(self.model.entity_docs(entity))
-
-    def token_idf(self, token: str) -> float:
-        return self.model.bm25.token_idf(token)
-
-    def preview(self, doc_id: str) -> str:
-        chunk_id = f"{doc_id}#0"
-        if self.model.doc_of(chunk_id) is None:
-            return ""
-        return self.segment.texts([chunk_id]).get(chunk_id, ("", ""))[1]
-
-    def similar(
-        self,
-        doc: Document,
-        limit: int = 5,
-        flt: Filter | None = None,
-        exclude: Iterable[str] = (),
-    ) -> list[tuple[str, float]]:
-        chunk = chunk_document(doc, self.max_chars)[0]
-        vector = self.embedder.embed_documents([chunk.text])[0].dense
-        skip = set(exclude)
-        out: dict[str, float] = {}
-        for chunk_id, score in self._dense(vector, limit * 4 + len(skip), flt):
-            doc_id = self.model.doc_of(chunk_id)
-            if doc_id and doc_id not in skip and doc_id not in out:
-                out[doc_id] = score
-            if len(out) >= limit:
-                break
-        return list(out.items())
-
-    # -- channels (used by ragcore.search) -----------------------------------------------
-    def _mask(self, flt: Filter | None) -> np.ndarray | None:
-        return self.model.mask(flt)
-
-    def _dense(self, vector, limit: int, flt: Filter | None, mask=None) -> list[tuple[str, float]]:
-        if self.server is not None:
-            return self.server.search(vector, limit, flt)
-        model = self.model
-        return model.dense_search(vector, limit, model.mask(flt) if mask is None else mask)
-
-    def _payloads(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The payload of each chunk: its document's payload plus n, heading and text."""
-        model = self.model
-        texts = self.segment.texts(list(chunk_ids))
-        out = {}
-        for cid in chunk_ids:
-            doc_id = model.doc_of(cid)
-            if doc_id is None:
-                continue
-            heading, text = texts.get(cid, ("", ""))
-            n = int(cid.rsplit("#", 1)[1]) if "#" in cid else 0
-            out[cid] = {**model.docs[doc_id].payload(), "n": n, "heading": heading, "text": text}
-        return out
-
-    def _doc_of(self, chunk_id: str) -> str | None:
-        return self.model.doc_of(chunk_id)
-
-    def dense_vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        if self.model.with_dense:
-            return self.model.vectors(chunk_ids)
-        return self.segment.dense(chunk_ids)
-
-
 class Index:
     """The index of one home. Not safe for two processes at once (the owner - the daemon, or
     a CLI command with no daemon - holds the home lock). Within a process, readers take a
@@ -337,6 +147,9 @@ class Index:
         self._lock = threading.RLock()  # writers (and the first open) only
         self._snap: Snapshot | None = None
         self._switching: str | None = None  # the generation activate is moving CURRENT to
+        self._rows = RowBuilder(
+            self.embedder, self.tokenizer, max_chars, batch_size, self._writable
+        )
 
     # -- paths and pointer ------------------------------------------------------------------
     def generations(self) -> list[str]:
@@ -346,6 +159,11 @@ class Index:
 
     def current(self) -> str | None:
         return live_generation(self.root)
+
+    def serving(self) -> tuple[str | None, ...]:
+        """The generations CURRENT may name while this index serves (a snapshot's check): the
+        live one and the one `activate` is moving CURRENT to (None where there is none)."""
+        return (self.generation, self._switching)
 
     @property
     def generation(self) -> str | None:
@@ -395,52 +213,7 @@ class Index:
 
     def _load(self, name: str) -> Snapshot:
         """Read generation `name` into a snapshot (not published)."""
-        path = self.root / name / SEGMENT_FILE
-        try:
-            segment = SegmentFile(path)
-            meta = segment.meta()
-        except Exception as exc:  # missing, not SQLite, unreadable
-            raise IndexInconsistent(
-                f"generation {name} has no readable segment ({type(exc).__name__}: {exc})",
-                REBUILD_HINT,
-            ) from exc
-        server = None
-        try:
-            self._check_embedder(meta, name)
-            model = ReadModel(int(meta["dim"]), with_dense=not self.server_mode)
-            model.load(segment)
-            listed, present = segment.counts()
-            server = self._server_for(name)
-            problems = []
-            if listed != present:
-                problems.append(
-                    f"the segment holds {present} chunks but the manifest lists {listed}"
-                )
-            if server is not None and server.count() != model.chunks:
-                problems.append(
-                    f"the Qdrant collection holds {server.count()} points but the "
-                    f"manifest lists {model.chunks}"
-                )
-            if problems:
-                raise IndexInconsistent(
-                    f"index generation {name} is inconsistent: {'; '.join(problems)}",
-                    REBUILD_HINT,
-                )
-        except BaseException:
-            segment.close()
-            if server is not None:
-                server.close()
-            raise
-        return Snapshot(self, model, segment, server, name, meta.get("embedder"))
-
-    def _check_embedder(self, meta: dict[str, Any], name: str) -> None:
-        if meta.get("embedder") != self.embedder.model_id or meta.get("dim") != self.embedder.dim:
-            raise IndexError_(
-                f"generation {name} was built with embedder {meta.get('embedder')} "
-                f"(dim {meta.get('dim')}), but the configured embedder is "
-                f"{self.embedder.model_id} (dim {self.embedder.dim})",
-                f"{REBUILD_HINT}, or switch the embedder back",
-            )
+        return Snapshot.open(self, name, self._server_for(name), with_dense=not self.server_mode)
 
     def _ensure_open(self) -> Snapshot:
         snap = self._snap
@@ -456,9 +229,7 @@ class Index:
         with self._lock:
             snap, self._snap = self._snap, None
             if snap is not None:
-                snap.segment.close()
-                if snap.server is not None:
-                    snap.server.close()
+                snap.close()
 
     # -- consistency ----------------------------------------------------------------------
     def check(self, raise_on_error: bool = False) -> Consistency:
@@ -466,81 +237,6 @@ class Index:
         Cheap (in memory): it runs before every search. Opens the live generation if needed
         (which raises if it cannot be opened)."""
         return self._ensure_open().check(raise_on_error)
-
-    # -- turning documents into rows ------------------------------------------------------
-    def _info(self, doc: Document, chunks: int) -> DocInfo:
-        return DocInfo(
-            doc.id,
-            doc.title,
-            doc.source,
-            doc.path,
-            self._writable(doc),
-            doc.links,
-            _json_meta(doc.meta),
-            doc.content_hash,
-            chunks,
-            doc.stamp,
-            tuple(extract_entities(f"{doc.title}\n{doc.body}")),
-        )
-
-    def _rows(
-        self, docs: Sequence[Document], progress: Progress | None = None
-    ) -> Iterator[tuple[list[DocInfo], list[ChunkRow]]]:
-        """Chunk and embed (through the cache), in batches of about `batch_size` chunks."""
-        infos: list[DocInfo] = []
-        pending: list[tuple[str, Any]] = []
-
-        def flush() -> tuple[list[DocInfo], list[ChunkRow]]:
-            embeddings = self.embedder.embed_documents([c.text for _, c in pending])
-            rows = []
-            for (doc_id, chunk), emb in zip(pending, embeddings, strict=True):
-                tf = term_frequencies(self.tokenizer(chunk.text))
-                rows.append(
-                    ChunkRow(
-                        chunk.id,
-                        doc_id,
-                        chunk.n,
-                        chunk.heading,
-                        chunk.body,
-                        np.asarray(emb.dense, dtype=np.float32),
-                        np.fromiter(tf.keys(), dtype=np.int64, count=len(tf)),
-                        np.fromiter(tf.values(), dtype=np.float32, count=len(tf)),
-                        emb.sparse,
-                    )
-                )
-            out = (list(infos), rows)
-            infos.clear()
-            pending.clear()
-            return out
-
-        done = 0
-        for doc in docs:
-            chunks = chunk_document(doc, self.max_chars)
-            infos.append(self._info(doc, len(chunks)))
-            pending.extend((doc.id, c) for c in chunks)
-            done += 1
-            if len(pending) >= self.batch_size:
-                yield flush()
-                if progress:
-                    progress("embed", done, len(docs))
-        if infos:
-            yield flush()
-        if progress:
-            progress("embed", done, len(docs))
-
-    @staticmethod
-    def _doc_rows(infos: Iterable[DocInfo]) -> list[DocRow]:
-        return [DocRow(i.id, i.hash, i.chunks, i.source, i.stamp, i.as_info()) for i in infos]
-
-    @staticmethod
-    def _server_points(infos: Sequence[DocInfo], rows: Sequence[ChunkRow]):
-        by_id = {i.id: i for i in infos}
-        return [
-            (r.chunk_id, r.dense, {"doc_id": r.doc_id, "status": by_id[r.doc_id].status,
-             "type": by_id[r.doc_id].type, "source": by_id[r.doc_id].source,
-             "tags": by_id[r.doc_id].tags})
-            for r in rows
-        ]  # fmt: skip
 
     # -- building -------------------------------------------------------------------------
     def _next_generation(self) -> str:
@@ -586,10 +282,10 @@ class Index:
             )
             if server is not None:
                 server.create(self.embedder.dim)
-            for infos, rows in self._rows(docs, progress):
-                segment.write(self._doc_rows(infos), rows, bulk=True)
+            for infos, rows in self._rows.rows(docs, progress):
+                segment.write(doc_rows(infos), rows, bulk=True)
                 if server is not None:
-                    server.upsert(self._server_points(infos, rows))
+                    server.upsert(server_points(infos, rows))
                 chunks += len(rows)
             listed, present = segment.counts()
             if listed != present or present != chunks:
@@ -672,17 +368,17 @@ class Index:
                 return report
             infos: list[DocInfo] = []
             rows: list[ChunkRow] = []
-            for batch_infos, batch_rows in self._rows(upserts, progress):
+            for batch_infos, batch_rows in self._rows.rows(upserts, progress):
                 infos.extend(batch_infos)
                 rows.extend(batch_rows)
-            snap.segment.write(self._doc_rows(infos), rows, gone)
+            snap.segment.write(doc_rows(infos), rows, gone)
             if snap.server is not None:
                 old = [
                     model.chunk_of(s) for d in [*gone, *report.updated] for s in model.slots_of(d)
                 ]
                 new_ids = {r.chunk_id for r in rows}
                 snap.server.delete([c for c in old if c not in new_ids])
-                snap.server.upsert(self._server_points(infos, rows))
+                snap.server.upsert(server_points(infos, rows))
             changed = model.clone()
             changed.apply(infos, rows, gone)
             self._snap = snap.with_model(changed)  # published whole: one assignment
@@ -730,10 +426,11 @@ class Index:
             snap = self._ensure_open()
             snap.segment.set_stamps(stamps)
             model = snap.model.clone()
-            for doc_id, stamp in stamps.items():
-                info = model.docs.get(doc_id)
-                if info is not None:
-                    model.docs[doc_id] = DocInfo(**{**info.__dict__, "stamp": stamp})
+            model.relabel(
+                replace(info, stamp=stamp)
+                for doc_id, stamp in stamps.items()
+                if (info := model.docs.get(doc_id)) is not None
+            )
             self._snap = snap.with_model(model)
 
     # -- lookups (each from the snapshot live at the call) ---------------------------------
@@ -776,19 +473,3 @@ class Index:
         """The documents nearest to `doc` by the cosine of its first chunk's dense vector to
         each stored chunk (best chunk per document), filtered, best first. Takes no lock."""
         return self._ensure_open().similar(doc, limit, flt, exclude)
-
-    # -- channels (used by ragcore.search; a search uses one snapshot's) -------------------
-    def _mask(self, flt: Filter | None) -> np.ndarray | None:
-        return self._ensure_open()._mask(flt)
-
-    def _dense(self, vector, limit: int, flt: Filter | None, mask=None) -> list[tuple[str, float]]:
-        return self._ensure_open()._dense(vector, limit, flt, mask)
-
-    def _payloads(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        return self._ensure_open()._payloads(chunk_ids)
-
-    def _doc_of(self, chunk_id: str) -> str | None:
-        return self._ensure_open()._doc_of(chunk_id)
-
-    def dense_vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        return self._ensure_open().dense_vectors(chunk_ids)

@@ -1,222 +1,23 @@
-"""The lexical channel: a tokenizer for English and Chinese, and BM25 over an in-memory
-inverted index.
+"""The lexical channels: BM25 over term frequencies, and the model's learned sparse weights,
+each on an in-memory inverted index.
 
-Tokens: text is lower-cased; runs of ASCII letters and digits become English words (stop words
-dropped, Snowball-stemmed); runs of CJK characters become jieba search-mode words plus the
-character unigrams and bigrams of the run. Bigrams make the channel robust where jieba segments
-a name one way in the question and another way in the text, and unigrams catch one-character
-words; `experiments/retrieval-baselines` has the
-measurement behind that choice.
-
-Documents are stored as term-frequency sparse vectors (term ids are stable 31-bit hashes of the
-tokens), so a store can persist them; `BM25Index` keeps them as an inverted index (`Postings`: a
-numpy CSR base plus a delta, compacted in bulk) and scores exact BM25 (Lucene variant) with the
-corpus statistics of the moment, which keeps incremental updates exact
-(docs/adr/0001-lexical-channel-in-process.md). `SparseIndex` does the same for a model's learned
-sparse weights (dot product instead of BM25).
+Documents arrive as term-frequency sparse vectors (`ragcore.tokenizer`). `BM25Index` keeps them
+as an inverted index (`ragcore.postings.Postings`: a numpy CSR base plus a delta, compacted in
+bulk) and scores exact BM25 (Lucene variant) with the corpus statistics of the moment, which
+keeps incremental updates exact (docs/adr/0001-lexical-channel-in-process.md). `SparseIndex`
+does the same for a model's learned sparse weights (dot product instead of BM25).
 """
 
 from __future__ import annotations
 
-import re
 import threading
-import zlib
-from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
 
 import numpy as np
 
-from ragcore.documents import fold_text
+from ragcore.postings import Base, Postings, top
+from ragcore.tokenizer import term_id
 
-__all__ = ["BM25Index", "Postings", "SparseIndex", "Tokenizer", "term_id", "term_frequencies"]
-
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-
-# A small English stop list (function words only: content words, even common ones, stay).
-ENGLISH_STOPWORDS = frozenset(
-    """a an and are as at be been being but by did do does doing for from had has have having he
-    her hers him his how i if in into is it its itself me my of on or our ours she so than that
-    the their theirs them then there these they this those to too was we were what when where
-    which while who whom why will with would you your yours""".split()
-)
-CHINESE_STOPWORDS = frozenset(
-    "的 了 是 在 和 与 及 或 也 就 都 而 被 把 之 其 这 那 个 吗 呢 吧 啊".split()
-)
-
-
-@dataclass(frozen=True)
-class Tokenizer:
-    """English + Chinese tokenizer. The switches exist for the measurements in
-    `experiments/retrieval-baselines`; the defaults are what the product uses."""
-
-    stem: bool = True
-    jieba: bool = True
-    bigrams: bool = True
-    unigrams: bool = True
-
-    def __call__(self, text: str) -> list[str]:
-        tokens: list[str] = []
-        for match in _WORD.finditer(fold_text(text)):
-            word = match.group(0)
-            if _CJK.match(word):
-                tokens.extend(self._chinese(word))
-            else:
-                word = word.split("'")[0]
-                if word in ENGLISH_STOPWORDS:
-                    continue
-                tokens.append(_stem(word) if self.stem else word)
-        return tokens
-
-    def _chinese(self, run: str) -> list[str]:
-        out: list[str] = []
-        if self.jieba:
-            out.extend(w for w in _jieba_words(run) if w not in CHINESE_STOPWORDS)
-        if self.bigrams:
-            out.extend("~" + run[i : i + 2] for i in range(len(run) - 1))
-        if self.unigrams or (len(run) == 1 and not self.jieba):
-            out.extend(c for c in run if c not in CHINESE_STOPWORDS)
-        return out
-
-
-_stemmer = None
-_jieba = None
-_init_lock = threading.Lock()
-
-
-def _stem(word: str) -> str:
-    global _stemmer
-    if _stemmer is None:
-        import Stemmer
-
-        _stemmer = Stemmer.Stemmer("english")
-    return _stemmer.stemWord(word)
-
-
-def _jieba_words(run: str) -> list[str]:
-    global _jieba
-    if _jieba is None:
-        with _init_lock:
-            if _jieba is None:
-                import logging
-
-                import jieba
-
-                jieba.setLogLevel(logging.WARNING)  # jieba logs its dictionary load otherwise
-                jieba.initialize()
-                _jieba = jieba
-    return [w for w in _jieba.cut_for_search(run) if w.strip()]
-
-
-def term_id(token: str) -> int:
-    """A stable 31-bit id for a token (the same in every process and on every machine)."""
-    return zlib.crc32(token.encode("utf-8")) & 0x7FFFFFFF
-
-
-def term_frequencies(tokens: Iterable[str]) -> dict[int, float]:
-    """Sparse term-frequency vector {term id: count}."""
-    counts = Counter(term_id(t) for t in tokens)
-    return {k: float(v) for k, v in sorted(counts.items())}
-
-
-class Postings:
-    """An inverted index over integer slots: term -> (slots, weights).
-
-    A compact base (CSR: sorted term ids, offsets, slots, weights, built with numpy) plus a
-    delta of what was added since (a dict of small lists). Removing a slot only marks it dead
-    in the caller's `alive` array; its entries stay until the next `compact`, which folds the
-    delta in and drops dead entries, vectorised. So an add or a remove costs O(its own terms),
-    and a query touches only the posting lists of its terms."""
-
-    def __init__(self) -> None:
-        self._terms = np.empty(0, dtype=np.int64)
-        self._offsets = np.zeros(1, dtype=np.int64)
-        self._slots = np.empty(0, dtype=np.int32)
-        self._weights = np.empty(0, dtype=np.float32)
-        self._delta: dict[int, tuple[list[int], list[float]]] = {}
-        self.delta_entries = 0
-        self._shared: set[int] = set()  # delta terms whose lists a clone's original also holds
-
-    @property
-    def base_entries(self) -> int:
-        return int(self._slots.size)
-
-    def clone(self) -> Postings:
-        """A copy to change while this one keeps serving: the base arrays are shared (they are
-        only ever replaced, never written in place); a delta list is copied when first changed."""
-        new = Postings.__new__(Postings)
-        new._terms, new._offsets = self._terms, self._offsets
-        new._slots, new._weights = self._slots, self._weights
-        new._delta = dict(self._delta)
-        new.delta_entries = self.delta_entries
-        new._shared = set(self._delta)
-        return new
-
-    def add(self, slot: int, terms: np.ndarray, weights: np.ndarray) -> None:
-        for term, weight in zip(terms.tolist(), weights.tolist(), strict=True):
-            entry = self._delta.get(term)
-            if entry is None:
-                entry = self._delta[term] = ([], [])
-            elif term in self._shared:
-                entry = self._delta[term] = (list(entry[0]), list(entry[1]))
-                self._shared.discard(term)
-            entry[0].append(slot)
-            entry[1].append(weight)
-        self.delta_entries += len(terms)
-
-    def get(self, term: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """Every (slot, weight) of `term`, dead slots included (the caller masks them)."""
-        i = int(np.searchsorted(self._terms, term))
-        base = None
-        if i < self._terms.size and self._terms[i] == term:
-            lo, hi = self._offsets[i], self._offsets[i + 1]
-            base = (self._slots[lo:hi], self._weights[lo:hi])
-        extra = self._delta.get(term)
-        if extra is None:
-            return base
-        more = (np.asarray(extra[0], dtype=np.int32), np.asarray(extra[1], dtype=np.float32))
-        if base is None:
-            return more
-        return np.concatenate([base[0], more[0]]), np.concatenate([base[1], more[1]])
-
-    def load(self, slots: np.ndarray, terms: np.ndarray, weights: np.ndarray) -> None:
-        """Replace everything with these entries (parallel arrays), as one compact base."""
-        order = np.argsort(terms, kind="stable")
-        terms, slots, weights = terms[order], slots[order], weights[order]
-        unique, starts = np.unique(terms, return_index=True)
-        self._terms = unique.astype(np.int64)
-        self._offsets = np.append(starts, terms.size).astype(np.int64)
-        self._slots = slots.astype(np.int32)
-        self._weights = weights.astype(np.float32)
-        self._delta = {}
-        self._shared = set()
-        self.delta_entries = 0
-
-    def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """All (slots, terms, weights), base then delta."""
-        counts = np.diff(self._offsets)
-        base_terms = np.repeat(self._terms, counts)
-        d_slots, d_terms, d_weights = [], [], []
-        for term, (slots, weights) in self._delta.items():
-            d_slots.extend(slots)
-            d_terms.extend([term] * len(slots))
-            d_weights.extend(weights)
-        return (
-            np.concatenate([self._slots, np.asarray(d_slots, dtype=np.int32)]),
-            np.concatenate([base_terms, np.asarray(d_terms, dtype=np.int64)]),
-            np.concatenate([self._weights, np.asarray(d_weights, dtype=np.float32)]),
-        )
-
-    def compact(self, alive: np.ndarray, renumber: np.ndarray | None = None) -> None:
-        """Fold the delta into the base and drop the entries of dead slots; `renumber` maps
-        old slots to new ones (a vacuum of the slot space)."""
-        slots, terms, weights = self.entries()
-        keep = alive[slots] if slots.size else np.zeros(0, dtype=bool)
-        slots, terms, weights = slots[keep], terms[keep], weights[keep]
-        if renumber is not None:
-            slots = renumber[slots]
-        self.load(slots, terms, weights)
+__all__ = ["BM25Index", "SparseIndex"]
 
 
 class BM25Index:
@@ -299,25 +100,17 @@ class BM25Index:
             self._maybe_compact()
             return slot
 
-    def load(
-        self, keys: list[str], slots: np.ndarray, terms: np.ndarray, tfs: np.ndarray,
-        entry_slots: np.ndarray,
-    ) -> None:  # fmt: skip
-        """Bulk load: `keys[i]` lives in `slots[i]`; the postings are parallel arrays
-        (`entry_slots`, `terms`, `tfs`)."""
+    def load_base(self, keys: list[str], lengths: np.ndarray, base: Base) -> None:
+        """Bulk load: `keys[i]` lives in slot i, `lengths[i]` is its token count; `base` holds
+        the postings (its arrays are kept, never written)."""
         with self._lock:
-            size = int(slots.max()) + 1 if slots.size else 0
-            self._grow(size)
-            for key, slot in zip(keys, slots.tolist(), strict=True):
-                self._keys[slot] = key
-                self._slot[key] = slot
-                self._alive[slot] = True
-            self._length[: self._length.size] = 0
-            if entry_slots.size:  # bincount: np.add.at is ~20x slower on millions of entries
-                summed = np.bincount(entry_slots, weights=tfs, minlength=size)
-                self._length[: summed.size] = summed
+            size = len(keys)
+            self._keys = list(keys)
+            self._slot = {key: slot for slot, key in enumerate(self._keys)}
+            self._length = np.array(lengths, dtype=np.float32)  # a copy: removes write it
+            self._alive = np.ones(size, dtype=bool)
             self._total_length = float(self._length.sum())
-            self._postings.load(entry_slots, terms, tfs)
+            self._postings.set_base(base)
 
     def remove(self, key: str) -> None:
         with self._lock:
@@ -403,7 +196,7 @@ class BM25Index:
                 touched[: m.size] &= m
                 touched[m.size :] = False
             candidates = np.flatnonzero(touched)
-            return _top(candidates, scores[candidates], limit)
+            return top(candidates, scores[candidates], limit)
 
     def search(
         self, query_tf: dict[int, float], limit: int, allowed: set[str] | None = None
@@ -456,11 +249,13 @@ class SparseIndex:
             if self._postings.delta_entries > max(20_000, self._postings.base_entries // 8):
                 self._postings.compact(self._alive)
 
-    def load(self, slots: np.ndarray, entry_slots: np.ndarray, terms, weights) -> None:
+    def load_base(self, alive: np.ndarray, base: Base) -> None:
+        """Bulk load: `alive[slot]` says which slots hold weights; `base` holds the postings
+        (its arrays are kept, never written)."""
         with self._lock:
-            self._grow(int(slots.max()) + 1 if slots.size else 0)
-            self._alive[slots] = True
-            self._postings.load(entry_slots, terms, weights)
+            self._alive = np.array(alive, dtype=bool)  # a copy: removes write it
+            self.size = int(self._alive.size)
+            self._postings.set_base(base)
 
     def remove(self, slot: int) -> None:
         with self._lock:
@@ -498,16 +293,4 @@ class SparseIndex:
                 touched[: m.size] &= m
                 touched[m.size :] = False
             candidates = np.flatnonzero(touched)
-            return _top(candidates, scores[candidates], limit)
-
-
-def _top(candidates: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
-    """The `limit` best (candidate, score) pairs, best first (ties by candidate order)."""
-    if candidates.size == 0 or limit <= 0:
-        return []
-    if candidates.size > limit:
-        top = np.argpartition(-scores, limit - 1)[:limit]
-    else:
-        top = np.arange(candidates.size)
-    order = top[np.argsort(-scores[top], kind="stable")]
-    return [(int(candidates[i]), float(scores[i])) for i in order]
+            return top(candidates, scores[candidates], limit)

@@ -7,6 +7,11 @@
   lexical channel (`BM25Index`) and the model's sparse channel (`SparseIndex`) over the same
   slots. Chunk text is not held here: a search reads the text of its hits from the segment.
 
+A model is built in bulk from plain arrays (`ModelArrays`, `ReadModel.from_arrays`) - read from
+the segment's rows or from the arrays saved beside it (`ragcore.modelload`) - and then changed
+in place, one document at a time (`apply`, on a `clone` while the original keeps serving). Tags
+and entities map to document rows (`ragcore.setindex`).
+
 A filter is a boolean mask over slots, built with a few vectorised operations; a filtered
 dense search scores every row with one matrix-vector product and keeps the best of the
 allowed ones: no Python loop over points. Removing a chunk marks its slot dead; when a quarter
@@ -20,76 +25,21 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from ragcore.lexical import BM25Index, SparseIndex, _top
-from ragcore.segment import ChunkRow, SegmentFile
+from ragcore.docinfo import DocInfo
+from ragcore.lexical import BM25Index, SparseIndex
+from ragcore.postings import Base, top
+from ragcore.segment import ChunkRow
+from ragcore.setindex import SetIndex
 from ragcore.store import Filter
 
-__all__ = ["DocInfo", "ReadModel"]
+__all__ = ["ModelArrays", "ReadModel"]
 
 VACUUM_DEAD_FRACTION = 0.25
-_EMPTY: frozenset[str] = frozenset()
+NameTable = tuple[list[str], np.ndarray, np.ndarray]  # names, offsets by row, name ids
 _REVISIONS = itertools.count(1)  # unique across read models: a revision names one state
-
-
-@dataclass(frozen=True)
-class DocInfo:
-    """What the index holds about one document."""
-
-    id: str
-    title: str
-    source: str
-    path: str | None
-    writable: bool
-    links: list[str]
-    meta: dict[str, Any]  # type, tags, status, created, ... as the document's frontmatter says
-    hash: str = ""
-    chunks: int = 0
-    stamp: str | None = None
-    entities: tuple[str, ...] = ()  # names it mentions (ragcore.entities), derived at indexing
-
-    @property
-    def status(self) -> str:
-        return str(self.meta.get("status") or "active")
-
-    @property
-    def type(self) -> str:
-        return str(self.meta.get("type") or "note")
-
-    @property
-    def tags(self) -> list[str]:
-        tags = self.meta.get("tags") or []
-        return [tags] if isinstance(tags, str) else [str(t) for t in tags]
-
-    def payload(self) -> dict[str, Any]:
-        """The document as a flat dict: doc_id, title, source, path, writable, links and the
-        metadata (status and type always present)."""
-        out: dict[str, Any] = dict(self.meta)
-        out.update(
-            doc_id=self.id,
-            title=self.title,
-            source=self.source,
-            path=self.path,
-            writable=self.writable,
-            links=list(self.links),
-            status=self.status,
-            type=self.type,
-            tags=self.tags,
-        )
-        return out
-
-    def as_info(self) -> dict[str, Any]:
-        return {
-            "title": self.title,
-            "path": self.path,
-            "writable": self.writable,
-            "links": self.links,
-            "meta": self.meta,
-            "entities": list(self.entities),
-        }
 
 
 class _Codes:
@@ -103,6 +53,12 @@ class _Codes:
         if code is None:
             code = self.code[value] = len(self.code) + 1
         return code
+
+    def of_each(self, values: list[str]) -> np.ndarray:
+        """The code of each value (new values get theirs in the order first seen)."""
+        for value in dict.fromkeys(values):
+            self.of(value)
+        return np.fromiter(map(self.code.__getitem__, values), dtype=np.int16, count=len(values))
 
     def copy(self) -> _Codes:
         new = _Codes()
@@ -120,6 +76,26 @@ class _Columns:
     source: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int16))
 
 
+@dataclass
+class ModelArrays:
+    """A read model as plain data, every slot live: what `ReadModel.from_arrays` builds from.
+    Arrays may be read-only (memory-mapped): the model never writes into them."""
+
+    dim: int
+    with_dense: bool
+    docs: list[DocInfo]  # one per document row
+    chunk_ids: list[str]  # one per slot
+    slot_doc: np.ndarray  # int32: the document row of each slot
+    slot_n: np.ndarray  # int32: the chunk's number within its document
+    matrix: np.ndarray | None  # float32 (slots, dim); None without dense vectors
+    lengths: np.ndarray  # float32: each slot's token count (BM25)
+    lexical: Base  # term frequencies
+    sparse_alive: np.ndarray | None  # bool: the slots with learned sparse weights
+    sparse: Base | None  # learned sparse weights (None: the model gives none)
+    tags: NameTable  # each document row's tags (`ragcore.setindex.name_table`)
+    entities: NameTable  # each document row's entities, in DocInfo.entities order
+
+
 class ReadModel:
     def __init__(self, dim: int, *, with_dense: bool = True):
         self.dim = dim
@@ -133,8 +109,8 @@ class ReadModel:
         self._free_rows: list[int] = []
         self._cols = _Columns()
         self._codes = {"status": _Codes(), "type": _Codes(), "source": _Codes()}
-        self._tag_rows: dict[str, set[int]] = {}
-        self._entity_docs: dict[str, set[str]] = {}  # entity -> the documents naming it
+        self._tags = SetIndex()  # tag -> the rows of the documents carrying it
+        self._entities = SetIndex()  # entity -> the rows of the documents naming it
         self._doc_slots: dict[str, list[int]] = {}
         # chunks
         self.hw = 0  # slots in use (high-water mark)
@@ -147,7 +123,6 @@ class ReadModel:
         self.bm25 = BM25Index()
         self.sparse = SparseIndex()
         self.has_sparse = False
-        self._shared_sets: set[int] = set()  # ids of tag/entity sets an original also holds
 
     def clone(self) -> ReadModel:
         """A copy to change (`apply`) while this one keeps serving searches, unchanged.
@@ -168,11 +143,8 @@ class ReadModel:
             self._cols.status.copy(), self._cols.type.copy(), self._cols.source.copy()
         )
         new._codes = {name: codes.copy() for name, codes in self._codes.items()}
-        new._tag_rows = dict(self._tag_rows)
-        new._entity_docs = dict(self._entity_docs)
-        new._shared_sets = {id(v) for v in new._tag_rows.values()} | {
-            id(v) for v in new._entity_docs.values()
-        }
+        new._tags = self._tags.clone()
+        new._entities = self._entities.clone()
         new._doc_slots = dict(self._doc_slots)  # lists are replaced, never changed in place
         new.hw = self.hw
         new._slot_chunk = list(self._slot_chunk)
@@ -184,16 +156,6 @@ class ReadModel:
         new.sparse = self.sparse.clone()
         new.has_sparse = self.has_sparse
         return new
-
-    def _own(self, table: dict[str, set], key: str) -> set:
-        """The set under `key`, copied first if an original model holds it too."""
-        held = table.get(key)
-        if held is None:
-            held = table[key] = set()
-        elif id(held) in self._shared_sets:
-            self._shared_sets.discard(id(held))
-            held = table[key] = set(held)
-        return held
 
     # -- sizes --------------------------------------------------------------------------------
     @property
@@ -224,10 +186,7 @@ class ReadModel:
             self._doc_row[info.id] = row
             self._row_doc[row] = info.id
         else:
-            for tag in self.docs[info.id].tags:
-                if tag in self._tag_rows:
-                    self._own(self._tag_rows, tag).discard(row)
-            self._forget_entities(self.docs[info.id])
+            self._forget_names(self.docs[info.id], row)
             self._listed -= self.docs[info.id].chunks
         self.docs[info.id] = info
         self._listed += info.chunks
@@ -235,22 +194,44 @@ class ReadModel:
         self._cols.type[row] = self._codes["type"].of(info.type)
         self._cols.source[row] = self._codes["source"].of(info.source)
         for tag in info.tags:
-            self._own(self._tag_rows, tag).add(row)
+            self._tags.add(tag, row)
         for entity in info.entities:
-            self._own(self._entity_docs, entity).add(info.id)
+            self._entities.add(entity, row)
         return row
 
-    def _forget_entities(self, info: DocInfo) -> None:
+    def _put_docs(self, infos: Sequence[DocInfo], tags: NameTable, entities: NameTable) -> None:
+        """Every document of an empty model at once, in rows 0..n-1, with their tags and
+        entities by row."""
+        n = len(infos)
+        self._grow_docs(n)
+        self._row_doc = [info.id for info in infos]
+        self._doc_row = {doc_id: row for row, doc_id in enumerate(self._row_doc)}
+        self.docs = dict(zip(self._row_doc, infos, strict=True))
+        self._listed = sum(info.chunks for info in infos)
+        metas = [info.meta for info in infos]
+        self._cols.status[:n] = self._codes["status"].of_each(
+            [str(m.get("status") or "active") for m in metas]  # as DocInfo.status
+        )
+        self._cols.type[:n] = self._codes["type"].of_each(
+            [str(m.get("type") or "note") for m in metas]  # as DocInfo.type
+        )
+        self._cols.source[:n] = self._codes["source"].of_each([info.source for info in infos])
+        self._tags = SetIndex.build(*tags)
+        self._entities = SetIndex.build(*entities)
+
+    def _forget_names(self, info: DocInfo, row: int) -> None:
+        for tag in info.tags:
+            self._tags.discard(tag, row)
         for entity in info.entities:
-            if entity in self._entity_docs:
-                holders = self._own(self._entity_docs, entity)
-                holders.discard(info.id)
-                if not holders:
-                    del self._entity_docs[entity]
+            self._entities.discard(entity, row)
 
     def entity_docs(self, entity: str) -> set[str]:
-        """The documents that name `entity` (live; do not modify)."""
-        return self._entity_docs.get(entity, _EMPTY)
+        """The documents that name `entity`."""
+        return {self._row_doc[row] for row in self._entities.rows(entity)}  # type: ignore[misc]
+
+    def entity_count(self, entity: str) -> int:
+        """How many documents name `entity`."""
+        return self._entities.count(entity)
 
     def _drop_doc(self, doc_id: str) -> None:
         info = self.docs.pop(doc_id, None)
@@ -260,10 +241,7 @@ class ReadModel:
         for slot in self._doc_slots.pop(doc_id, []):
             self._drop_slot(slot)
         row = self._doc_row.pop(doc_id)
-        for tag in info.tags:
-            if tag in self._tag_rows:
-                self._own(self._tag_rows, tag).discard(row)
-        self._forget_entities(info)
+        self._forget_names(info, row)
         self._row_doc[row] = None
         self._cols.status[row] = self._cols.type[row] = self._cols.source[row] = 0
         self._free_rows.append(row)
@@ -329,80 +307,41 @@ class ReadModel:
         if self.hw > 1000 and self.hw - self.chunks > VACUUM_DEAD_FRACTION * self.hw:
             self.vacuum()
 
-    def load(self, segment: SegmentFile) -> None:
-        """Everything of a generation, in bulk (the open of an index)."""
-        for row in segment.docs():
-            info = DocInfo(
-                row.doc_id,
-                str(row.info.get("title", "")),
-                row.source,
-                row.info.get("path"),
-                bool(row.info.get("writable")),
-                list(row.info.get("links") or []),
-                dict(row.info.get("meta") or {}),
-                row.hash,
-                row.chunks,
-                row.stamp,
-                tuple(row.info.get("entities") or ()),
-            )
-            self._put_doc(info)
-            self._doc_slots[info.id] = []
-        # one pass in Python collecting raw bytes and lengths; the arrays are made in bulk
-        keys: list[str] = []
-        terms, tfs, term_counts = [], [], []
-        sp_terms, sp_weights, sp_counts = [], [], []
-        dense_rows: list[bytes] = []
-        ns: list[int] = []
-        slot_docs: list[int] = []
-        for cid, doc_id, n, dense, t, f, st, sw in segment.chunk_vectors(self.with_dense):
-            doc_row = self._doc_row.get(doc_id)
-            if doc_row is None:
-                continue  # a chunk of no listed document: the consistency check reports it
-            slot = self.hw
-            self.hw += 1
-            keys.append(cid)
-            self._slot_chunk.append(cid)
-            self._chunk_slot[cid] = slot
-            self._doc_slots[doc_id].append(slot)
-            slot_docs.append(doc_row)
-            terms.append(t)
-            tfs.append(f)
-            term_counts.append(len(t) // 8)
-            if st is not None:
-                sp_terms.append(st)
-                sp_weights.append(sw)
-                sp_counts.append(len(st) // 8)
-            else:
-                sp_counts.append(0)
-            if self.with_dense:
-                dense_rows.append(dense)
-            ns.append(n)
-        self._grow_slots(self.hw)
-        self._slot_n[: self.hw] = ns
-        self._slot_doc[: self.hw] = slot_docs
-        slots = np.arange(self.hw, dtype=np.int32)
-        self._alive[: self.hw] = True
-        if self.with_dense and dense_rows:
-            self._matrix[: self.hw] = np.frombuffer(b"".join(dense_rows), dtype="<f4").reshape(
-                self.hw, self.dim
-            )
-        self.bm25.load(
-            keys,
-            slots,
-            np.frombuffer(b"".join(terms), dtype="<i8"),
-            np.frombuffer(b"".join(tfs), dtype="<f4"),
-            np.repeat(slots, term_counts).astype(np.int32),
-        )
-        if sp_terms:
-            sp_slots = np.repeat(slots, sp_counts).astype(np.int32)
-            self.sparse.load(
-                np.unique(sp_slots),
-                sp_slots,
-                np.frombuffer(b"".join(sp_terms), dtype="<i8"),
-                np.frombuffer(b"".join(sp_weights), dtype="<f4"),
-            )
-            self.has_sparse = True
-        self.revision = next(_REVISIONS)
+    @classmethod
+    def from_arrays(cls, a: ModelArrays) -> ReadModel:
+        """A model holding exactly `a` (its big arrays are shared, not copied: a change
+        appends beyond them into new arrays, or replaces them whole)."""
+        model = cls(a.dim, with_dense=a.with_dense)
+        model._put_docs(a.docs, a.tags, a.entities)
+        n = len(a.chunk_ids)
+        model.hw = n
+        model._slot_chunk = list(a.chunk_ids)
+        model._chunk_slot = {c: s for s, c in enumerate(model._slot_chunk)}
+        order = np.argsort(a.slot_doc, kind="stable")
+        bounds = np.searchsorted(a.slot_doc[order], np.arange(len(a.docs) + 1)).tolist()
+        slots = order.tolist()
+        model._doc_slots = {
+            info.id: slots[bounds[row] : bounds[row + 1]] for row, info in enumerate(a.docs)
+        }
+        # every per-slot array exactly n long: the first new slot grows them all into copies
+        model._slot_doc, model._slot_n = a.slot_doc, a.slot_n
+        model._alive = np.ones(n, dtype=bool)
+        if a.with_dense:
+            model._matrix = a.matrix if a.matrix is not None else np.zeros((0, a.dim), "f4")
+        model.bm25.load_base(a.chunk_ids, a.lengths, a.lexical)
+        if a.sparse is not None and a.sparse_alive is not None:
+            model.sparse.load_base(a.sparse_alive, a.sparse)
+            model.has_sparse = True
+        model.revision = next(_REVISIONS)
+        return model
+
+    def relabel(self, infos: Iterable[DocInfo]) -> None:
+        """New manifest entries for indexed documents whose content (hash) is unchanged, e.g.
+        a touched file's stamp: their chunks, filter columns and entities stay, and so does
+        the revision (nothing a search reads changed)."""
+        for info in infos:
+            if info.id in self.docs:
+                self.docs[info.id] = info
 
     def vacuum(self) -> None:
         """Renumber the live slots 0..n-1 and drop the dead ones everywhere."""
@@ -454,7 +393,7 @@ class ReadModel:
         if flt.tags is not None:
             tagged = np.zeros(n, dtype=bool)
             for tag in flt.tags:
-                hit = self._tag_rows.get(tag)
+                hit = self._tags.rows(tag)
                 if hit:
                     tagged[list(hit)] = True
             rows &= tagged
@@ -478,7 +417,7 @@ class ReadModel:
         allowed = self._alive[: self.hw] if mask is None else mask
         candidates = np.flatnonzero(allowed)
         return [
-            (self._slot_chunk[s], score) for s, score in _top(candidates, scores[candidates], limit)
+            (self._slot_chunk[s], score) for s, score in top(candidates, scores[candidates], limit)
         ]  # type: ignore[misc]
 
     def vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from ragcore.fusion import FusionConfig, fuse, query_language
-from ragcore.index import Index, Snapshot
-from ragcore.lexical import term_frequencies
+from ragcore.index import Index
+from ragcore.snapshot import Snapshot
 from ragcore.store import Filter
+from ragcore.tokenizer import term_frequencies
 
 __all__ = ["ChannelHit", "Hit", "SearchConfig", "SearchResult", "search"]
 
@@ -76,11 +77,11 @@ class SearchResult:
     weights: dict[str, float] = field(default_factory=dict)
 
 
-def _per_document(index: Index, chunk_hits: list[tuple[str, float]]) -> dict[str, ChannelHit]:
+def _per_document(index: Snapshot, chunk_hits: list[tuple[str, float]]) -> dict[str, ChannelHit]:
     """Best chunk per document, ranked by score (1-based)."""
     best: dict[str, tuple[str, float]] = {}
     for chunk_id, score in chunk_hits:
-        doc_id = index._doc_of(chunk_id)
+        doc_id = index.doc_of(chunk_id)
         if doc_id is None:
             continue
         if doc_id not in best or score > best[doc_id][1]:
@@ -119,14 +120,13 @@ def search(
     query = query.strip()
     if not query:
         return SearchResult([], index.generation)
-    model = index.model
-    mask = model.mask(flt)
+    view = index.channels(flt)  # the filter's mask, computed once
     channels: dict[str, dict[str, ChannelHit]] = {}
     degraded = None
     q_emb = None
     t = time.perf_counter()
     q_tf = term_frequencies(index.tokenizer(query))
-    lexical_hits = model.lexical_search(q_tf, config.candidates, mask)
+    lexical_hits = view.lexical(q_tf, config.candidates)
     channels["lexical"] = _per_document(index, lexical_hits)
     floors: dict[str, float] = {}
     if len(lexical_hits) < config.candidates:  # every match is in: the rest score 0
@@ -137,11 +137,11 @@ def search(
         q_emb = index.embedder.embed_query(query)
         timings["embed"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
-        dense_hits = index._dense(q_emb.dense, config.candidates, flt, mask)
+        dense_hits = view.dense(q_emb.dense, config.candidates)
         channels["dense"] = _per_document(index, dense_hits)
         timings["dense"] = (time.perf_counter() - t) * 1000
-        if q_emb.sparse and model.has_sparse:
-            sparse_hits = model.sparse_search(q_emb.sparse, config.candidates, mask)
+        if q_emb.sparse and view.has_sparse:
+            sparse_hits = view.sparse(q_emb.sparse, config.candidates)
             channels["sparse"] = _per_document(index, sparse_hits)
             if len(sparse_hits) < config.candidates:
                 floors["sparse"] = 0.0
@@ -161,7 +161,7 @@ def search(
         doc_channels = [ch[doc_id] for ch in channels.values() if doc_id in ch]
         # The chunk shown for the document: its best-ranked one across channels.
         shown[doc_id] = min(doc_channels, key=lambda c: c.rank)
-    payloads = index._payloads([c.chunk_id for c in shown.values()])
+    payloads = index.chunk_payloads([c.chunk_id for c in shown.values()])
     for doc_id, score in ranked[:limit]:
         doc_channels = {name: ch[doc_id] for name, ch in channels.items() if doc_id in ch}
         best = shown[doc_id]
@@ -186,7 +186,7 @@ def search(
 
 
 def _mmr(
-    index: Index,
+    index: Snapshot,
     ranked: list[tuple[str, float]],
     channels: dict[str, dict[str, ChannelHit]],
     config: SearchConfig,

@@ -1,16 +1,21 @@
 """One generation on disk: a SQLite file holding every document and chunk of the index.
 
-    meta(key, value)            embedder id and dimension, format, generation, created
-    docs(doc_id, hash, chunks, source, stamp, info)
+    meta(key, value)            embedder id and dimension, format, generation, created; `uid`
+                                (random, this file's) and `seq` (the number of the last change)
+    docs(doc_id, hash, chunks, source, stamp, info, seq)
                                 the manifest: what each document was indexed from; `info` is
-                                JSON {title, path, writable, links, meta}
+                                JSON {title, path, writable, links, meta, entities}; `seq` the
+                                change that last wrote the row
     chunks(chunk_id, doc_id, n, heading, text, dense, terms, tfs, sparse_terms, sparse_weights)
                                 each chunk with its vectors as little-endian numpy bytes
+    gone(doc_id, seq)           the documents a change removed, and which change
 
 Every change is one transaction, so the manifest and the chunks can never disagree after a
 crash (WAL mode; `synchronous=NORMAL`: a power loss may lose the last transactions, never tear
 one - the index is derived data, rebuilt from the Markdown when in doubt). A bulk build runs in
-one transaction with `synchronous=OFF` and is checked before CURRENT names it.
+one transaction with `synchronous=OFF` and is checked before CURRENT names it. Each change
+takes the next `seq`, so `changes_since(seq)` says what changed after a saved read model was
+taken (`ragcore.modelload`). A segment of format 2 (no `seq`) gains it when first opened.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,19 +33,24 @@ import numpy as np
 
 __all__ = ["ChunkRow", "DocRow", "SegmentFile"]
 
-FORMAT = 2
+FORMAT = 3
 FILE = "segment.sqlite"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS docs (
     doc_id TEXT PRIMARY KEY, hash TEXT NOT NULL, chunks INTEGER NOT NULL,
-    source TEXT NOT NULL, stamp TEXT, info TEXT NOT NULL);
+    source TEXT NOT NULL, stamp TEXT, info TEXT NOT NULL, seq INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS chunks (
     chunk_id TEXT PRIMARY KEY, doc_id TEXT NOT NULL, n INTEGER NOT NULL,
     heading TEXT NOT NULL, text TEXT NOT NULL, dense BLOB NOT NULL,
     terms BLOB NOT NULL, tfs BLOB NOT NULL, sparse_terms BLOB, sparse_weights BLOB);
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
+"""
+# Change tracking (format 3): also what a format-2 segment gains when first opened.
+_CHANGES = """
+CREATE TABLE IF NOT EXISTS gone (doc_id TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS docs_seq ON docs(seq);
 """
 
 
@@ -66,6 +77,9 @@ class ChunkRow:
     sparse: dict[int, float] | None = field(default=None)
 
 
+_NO_VECTOR = np.zeros(0, dtype=np.float32)
+
+
 def _blob(a: np.ndarray, dtype: str) -> bytes:
     return np.ascontiguousarray(a, dtype=dtype).tobytes()
 
@@ -81,6 +95,35 @@ class SegmentFile:
         self._conn.execute("PRAGMA synchronous=NORMAL")
         if create:
             self._conn.executescript(_SCHEMA)
+        self._track_changes()
+
+    def _track_changes(self) -> None:
+        """Give the segment its change tracking (`uid`, `seq`, `docs.seq`, `gone`) unless it
+        has it: a new segment, or one of format 2."""
+        with self._lock:
+            columns = {r[1] for r in self._conn.execute("PRAGMA table_info(docs)")}
+            if "seq" in columns and self._meta_value("uid") is not None:
+                return
+            with self._conn:
+                if "seq" not in columns:
+                    self._conn.execute("ALTER TABLE docs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0")
+                for statement in _CHANGES.strip().split(";"):
+                    if statement.strip():
+                        self._conn.execute(statement)
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                    [("uid", json.dumps(uuid.uuid4().hex)), ("seq", "0"), ("format", str(FORMAT))],
+                )
+
+    def _meta_value(self, key: str) -> Any:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def _next_seq(self) -> int:
+        """The number of the change under way (inside its transaction)."""
+        seq = int(self._meta_value("seq") or 0) + 1
+        self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('seq', ?)", (str(seq),))
+        return seq
 
     def close(self) -> None:
         with self._lock:
@@ -99,7 +142,30 @@ class SegmentFile:
                 [(k, json.dumps(v)) for k, v in values.items()],
             )
 
+    def state(self) -> tuple[str, int]:
+        """(this segment's uid, the number of its last change)."""
+        with self._lock:
+            return str(self._meta_value("uid")), int(self._meta_value("seq") or 0)
+
     # -- reads --------------------------------------------------------------------------------
+    def changes_since(self, seq: int) -> tuple[list[DocRow], list[str]]:
+        """The documents written by a change after `seq` (as they are now), and the ids
+        removed after it."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT doc_id, hash, chunks, source, stamp, info FROM docs WHERE seq > ?", (seq,)
+            ).fetchall()
+            gone = self._conn.execute("SELECT doc_id FROM gone WHERE seq > ?", (seq,)).fetchall()
+        docs = [DocRow(d, h, c, src, st, json.loads(info)) for d, h, c, src, st, info in rows]
+        return docs, [g for (g,) in gone]
+
+    def count_changes_since(self, seq: int) -> int:
+        """How many documents were written or removed after change `seq`."""
+        with self._lock:
+            written = self._conn.execute("SELECT COUNT(*) FROM docs WHERE seq > ?", (seq,))
+            removed = self._conn.execute("SELECT COUNT(*) FROM gone WHERE seq > ?", (seq,))
+            return int(written.fetchone()[0]) + int(removed.fetchone()[0])
+
     def counts(self) -> tuple[int, int]:
         """(chunks listed by the manifest, chunk rows present)."""
         with self._lock:
@@ -126,6 +192,34 @@ class SegmentFile:
             )
             while rows := cursor.fetchmany(4096):
                 yield from rows
+
+    def chunk_rows(self, doc_ids: Sequence[str], with_dense: bool = True) -> list[ChunkRow]:
+        """The chunks of these documents with their vectors (heading and text left empty;
+        without `with_dense`, the dense vectors too)."""
+        out: list[ChunkRow] = []
+        dense = "dense" if with_dense else "NULL"
+        with self._lock:
+            for start in range(0, len(doc_ids), 500):
+                part = list(doc_ids[start : start + 500])
+                marks = ",".join("?" * len(part))
+                for cid, doc_id, n, d, t, f, st, sw in self._conn.execute(
+                    f"SELECT chunk_id, doc_id, n, {dense}, terms, tfs, sparse_terms, "
+                    f"sparse_weights FROM chunks WHERE doc_id IN ({marks}) ORDER BY rowid",
+                    part,
+                ):
+                    sparse = None
+                    if st is not None:
+                        keys = np.frombuffer(st, dtype="<i8").tolist()
+                        values = np.frombuffer(sw, dtype="<f4").tolist()
+                        sparse = dict(zip(keys, values, strict=True))
+                    out.append(
+                        ChunkRow(
+                            cid, doc_id, n, "", "",
+                            np.frombuffer(d, dtype="<f4") if d is not None else _NO_VECTOR,
+                            np.frombuffer(t, dtype="<i8"), np.frombuffer(f, dtype="<f4"), sparse,
+                        )
+                    )  # fmt: skip
+        return out
 
     def texts(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
         """{chunk id: (heading, text)} for these chunks."""
@@ -164,19 +258,25 @@ class SegmentFile:
         """One transaction: remove the chunks of every document in `delete_docs` and of every
         document in `docs`, then insert `docs` and `chunks`."""
         docs = list(docs)
-        gone = list(dict.fromkeys([*delete_docs, *(d.doc_id for d in docs)]))
+        removed = list(dict.fromkeys(delete_docs))
+        gone = list(dict.fromkeys([*removed, *(d.doc_id for d in docs)]))
         with self._lock:
             if bulk:
                 self._conn.execute("PRAGMA synchronous=OFF")
             try:
                 with self._conn:
+                    seq = self._next_seq()
+                    self._conn.executemany(
+                        "INSERT OR REPLACE INTO gone VALUES (?, ?)",
+                        [(d, seq) for d in removed],
+                    )
                     for start in range(0, len(gone), 500):
                         part = gone[start : start + 500]
                         marks = ",".join("?" * len(part))
                         self._conn.execute(f"DELETE FROM chunks WHERE doc_id IN ({marks})", part)
                         self._conn.execute(f"DELETE FROM docs WHERE doc_id IN ({marks})", part)
                     self._conn.executemany(
-                        "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?)",
+                        "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?)",
                         [
                             (
                                 d.doc_id,
@@ -185,6 +285,7 @@ class SegmentFile:
                                 d.source,
                                 d.stamp,
                                 json.dumps(d.info, ensure_ascii=False, default=str),
+                                seq,
                             )
                             for d in docs
                         ],  # fmt: skip
@@ -211,6 +312,8 @@ class SegmentFile:
     def set_stamps(self, stamps: dict[str, str | None]) -> None:
         """Record new stamps (e.g. a file's stat) of documents whose content did not change."""
         with self._lock, self._conn:
+            seq = self._next_seq()
             self._conn.executemany(
-                "UPDATE docs SET stamp = ? WHERE doc_id = ?", [(s, d) for d, s in stamps.items()]
+                "UPDATE docs SET stamp = ?, seq = ? WHERE doc_id = ?",
+                [(s, seq, d) for d, s in stamps.items()],
             )

@@ -1,8 +1,8 @@
 """Dump each channel's document ranking for every query of a bench folder.
 
 Builds the index through the production path (ragcore.Index with the embedding cache), then
-for each query records (with the calls `ragcore.search` makes: the read model's lexical search,
-the index's dense search, best chunk per document) the top documents of the lexical and dense channels with their raw
+for each query records (with the calls `ragcore.search` makes: a snapshot's lexical and dense channels,
+best chunk per document) the top documents of the lexical and dense channels with their raw
 scores. `fusion_sweep.py` then scores fusion variants offline from these files.
 
     python experiments/retrieval-baselines/channels.py ../shared/bench/locomo out/locomo.json
@@ -17,8 +17,8 @@ from pathlib import Path
 
 from ragcore import CachedEmbedder, EmbeddingCache, Index, Tokenizer, make_embedder
 from ragcore.evaluate import load_qrels, read_corpus, read_queries
-from ragcore.lexical import term_frequencies
 from ragcore.search import _per_document
+from ragcore.tokenizer import term_frequencies
 
 
 def main(bench: str, out: str, tokenizer_spec: str = "stem,jieba,bigrams") -> None:
@@ -48,12 +48,13 @@ def main(bench: str, out: str, tokenizer_spec: str = "stem,jieba,bigrams") -> No
             file=sys.stderr,
         )
         rows = {}
-        snap = index.snapshot()  # the published state ragcore.search reads (no filter)
+        snap = index.snapshot()  # the published state ragcore.search reads
+        view = snap.channels(None)  # no filter
         for qid, text in queries:
-            lex_hits = snap.model.lexical_search(term_frequencies(tok(text)), 100, None)
+            lex_hits = view.lexical(term_frequencies(tok(text)), 100)
             lex = _per_document(snap, lex_hits)
             q = emb.embed_query(text)
-            dense = _per_document(snap, snap._dense(q.dense, 100, None))
+            dense = _per_document(snap, view.dense(q.dense, 100))
             rows[qid] = {
                 "lexical": [
                     [d, h.score] for d, h in sorted(lex.items(), key=lambda kv: kv[1].rank)

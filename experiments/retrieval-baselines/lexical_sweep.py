@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ragcore import Tokenizer, chunk_document
 from ragcore.evaluate import load_qrels, metrics, read_corpus, read_queries
-from ragcore.lexical import BM25Index, term_frequencies
+from ragcore.lexical import BM25Index
+from ragcore.tokenizer import term_frequencies
 
 VARIANTS = {
     "stem+jieba+bigrams": Tokenizer(),

@@ -149,13 +149,12 @@ def test_filtered_search_returns_exactly_what_the_filter_allows(tmp_path, server
         qdrant_location=str(tmp_path / "qdrant") if server else None,
     )
     index.build(docs)
+    snap = index.snapshot()
     for flt in FILTERS:
         expected = {d.id for d in docs if flt.matches({**d.meta, "doc_id": d.id,
                                                          "source": d.source})}  # fmt: skip
-        dense = {
-            index._doc_of(c)
-            for c, _ in index._dense(index.embedder.embed_query("alpha omega").dense, 500, flt)
-        }
+        query = index.embedder.embed_query("alpha omega").dense
+        dense = {snap.doc_of(c) for c, _ in snap.channels(flt).dense(query, 500)}
         assert dense == expected, flt
         found = {h.doc_id for h in search(index, "alpha omega beta", limit=500, flt=flt).hits}
         assert found <= expected, flt

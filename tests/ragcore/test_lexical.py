@@ -1,5 +1,6 @@
 from ragcore import Tokenizer
-from ragcore.lexical import BM25Index, term_frequencies
+from ragcore.lexical import BM25Index
+from ragcore.tokenizer import term_frequencies
 
 
 def test_english_is_lowercased_stemmed_and_stopwords_dropped():

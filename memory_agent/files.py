@@ -215,8 +215,9 @@ def gzip_to(
         if transform is not None:
             for line in fh:
                 out.write(transform(line))
-        while chunk := fh.read(1 << 16):
-            out.write(chunk)
+        else:
+            while chunk := fh.read(1 << 16):
+                out.write(chunk)
 
 
 def fsync_dir(folder: Path) -> None:

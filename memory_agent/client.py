@@ -35,6 +35,8 @@ __all__ = ["DaemonClient", "DaemonError", "NotConnected", "ToolCallError"]
 PROTOCOL_VERSION = "2025-06-18"
 # Who is calling (the MCP client's name/version, or the CLI): recorded in query events.
 CALLER_HEADER = "X-Memory-Agent-Caller"
+# The directory the session works in (percent-encoded): the daemon finds its project there.
+WHERE_HEADER = "X-Memory-Agent-Where"
 
 
 class NotConnected(ConnectionError):
@@ -217,6 +219,7 @@ class DaemonClient:
         protocol_version: str | None = None,
         timeout: float | None = None,
         caller: str | None = None,
+        where: str | None = None,
     ) -> tuple[int, bytes]:
         headers = {
             "Content-Type": "application/json",
@@ -226,12 +229,19 @@ class DaemonClient:
             headers["MCP-Protocol-Version"] = protocol_version
         if caller:
             headers[CALLER_HEADER] = caller
+        if where:
+            from urllib.parse import quote
+
+            headers[WHERE_HEADER] = quote(where, safe="/")
         status, _, data = self.request("POST", "/mcp", payload, headers, timeout)
         return status, data
 
-    def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    def call_tool(
+        self, name: str, arguments: dict[str, Any], where: str | None = None
+    ) -> dict[str, Any]:
         """Call one tool (starting the daemon if needed); its structured result. Refusals
-        raise `ToolCallError` with the daemon's code, message and fix."""
+        raise `ToolCallError` with the daemon's code, message and fix. `where`: the directory
+        whose project the call is made from (None: the current directory)."""
         surrogate = lone_surrogate(arguments)
         if surrogate is not None:  # the daemon could not even parse it: refuse it here
             raise Invalid(
@@ -251,7 +261,10 @@ class DaemonClient:
         self.ensure()
         try:
             status, data = self.post_mcp(
-                payload, PROTOCOL_VERSION, caller=f"memory-agent-cli/{__version__}"
+                payload,
+                PROTOCOL_VERSION,
+                caller=f"memory-agent-cli/{__version__}",
+                where=where or os.getcwd(),
             )
         except (OSError, http.client.HTTPException) as exc:
             raise DaemonError(

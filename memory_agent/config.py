@@ -106,6 +106,13 @@ SETTINGS: tuple[Setting, ...] = (
         "At most this many snippets injected before a prompt.",
     ),
     Setting(
+        "inject_budget",
+        "MEMORY_AGENT_INJECT_BUDGET",
+        3000,
+        "At most this many characters injected before a prompt, and at a session's start "
+        "(the best snippets first; a snippet that would pass it is left out).",
+    ),
+    Setting(
         "hook_budget_ms",
         "MEMORY_AGENT_HOOK_BUDGET_MS",
         1500,

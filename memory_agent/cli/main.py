@@ -16,6 +16,10 @@ TYPES_HELP = (
     "principle, correction, decision, guideline, pitfall, process, model, fact, preference or note"
 )
 HOME_HELP = "the memory's home directory (default: $MEMORY_AGENT_HOME, else ~/.memory-agent)"
+PROJECT_HELP = (
+    "act from another project: a folder in its repository, its name or its identity "
+    "(default: the working directory's project; see `memory-agent project`)"
+)
 EXIT_CODES = """exit status: 0 success; 2 refused or bad arguments (nothing was written; the message
 says why and what to do); 1 an unexpected failure (a bug: a traceback follows); 130
 interrupted (Ctrl-C); 141 the reader closed the pipe (`| head`)."""
@@ -134,6 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a typed link to an existing entry (references, derived_from, contained_in, "
         "contradicts), e.g. derived_from:old-entry-id; repeatable",
     )
+    p.add_argument(
+        "--scope",
+        help="the project the entry belongs to: project (default: the one the working "
+        "directory is in; global outside a repository), global, or a project's name or identity",
+    )
+    p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
 
     p = command("get", entries.cmd_get, "show one entry, read from disk")
     p.add_argument("id", help="the entry's id, as search shows it")
@@ -154,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--explain", action="store_true", help="show each channel's rank and every ranking signal"
     )
+    p.add_argument(
+        "--scope",
+        help="where to look: project (default: the working directory's project and global), "
+        "global, all, or a project's name or identity (that project and global)",
+    )
+    p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
 
     p = command(
         "supersede",
@@ -176,6 +192,24 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KIND:ID",
         help="the new entry's typed links (default: the old entry's), e.g. references:other-id",
     )
+    p.add_argument(
+        "--scope",
+        help="the new entry's project: project (the working directory's), global, or a "
+        "project's name or identity (default: the old entry's)",
+    )
+    p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
+
+    p = command(
+        "project",
+        entries.cmd_project,
+        "print the project a folder belongs to (its identity) and its name in the memory",
+        "Print the identity of the project DIR (default: the working directory) is in: the "
+        "normalised URL of its repository's origin remote (else its first remote), shared by "
+        "every clone and worktree; a repository without a remote is identified by its root's "
+        "path, which is local to this machine; outside a repository there is no project "
+        "(global). Also the short name entries use for it, once one was written there.",
+    )
+    p.add_argument("dir", nargs="?", default=".", help="a folder (default: the working one)")
 
     p = command("archive", entries.cmd_archive, "retire an entry with a reason (preview first)")
     p.add_argument("id", help="the id of the entry to retire")

@@ -253,6 +253,14 @@ class Memory:
                 return doc_id
         return None
 
+    def kb_ids_outside(self, scopes: tuple[str, ...]) -> set[str]:
+        """The KB entries whose scope is not one of `scopes`."""
+        return {
+            info.id
+            for info in self.index.docs()
+            if info.source == KB_SOURCE and info.scope not in scopes
+        }
+
     def link_graph(self, index: Any = None) -> dict[str, list[tuple[str, str]]]:
         """The link graph of the index (or of one `Index.snapshot()`), rebuilt only when the
         index changed."""

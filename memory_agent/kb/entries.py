@@ -13,7 +13,8 @@ An entry is `kb/<type>/<id>.md`: YAML frontmatter, then a Markdown body.
     The client takes an exclusive file lock ...
 
 Required: id, title, type, status, created. Lifecycle: supersedes, superseded_by, superseded_at,
-archived_at, archive_reason. Optional: tags, source, updated. `validate` returns every problem
+archived_at, archive_reason. Optional: scope (`global` when absent, or a project's short name
+from `kb/projects.yaml`: `memory_agent.kb.scopes`), tags, links, source, episodes, updated. `validate` returns every problem
 at once, each naming the field, what is wrong and how to fix it; `ValidationError` carries them.
 """
 
@@ -30,6 +31,7 @@ import yaml
 
 from memory_agent.clock import parse_time
 from memory_agent.errors import Invalid
+from memory_agent.kb.scopes import check_scope
 from memory_agent.limits import MAX_BODY, MAX_TITLE, not_one_line
 from ragcore import Document, normalize_text
 
@@ -57,8 +59,8 @@ ENTRY_TYPES = ("principle", "correction", "decision", "guideline", "pitfall", "p
 STATUSES = ("active", "superseded", "archived")
 REQUIRED = ("id", "title", "type", "status", "created")
 LIFECYCLE = ("supersedes", "superseded_by", "superseded_at", "archived_at", "archive_reason")
-OPTIONAL = ("tags", "links", "source", "updated", "episodes")
-KEY_ORDER = REQUIRED + ("tags", "links") + LIFECYCLE + ("source", "episodes", "updated")
+OPTIONAL = ("scope", "tags", "links", "source", "updated", "episodes")
+KEY_ORDER = REQUIRED + ("scope", "tags", "links") + LIFECYCLE + ("source", "episodes", "updated")
 # Typed links an author writes in the frontmatter (`links: {derived_from: [id], ...}`), besides
 # the [[wikilinks]] of the body; their weights in the ranking are in memory_agent.kb.policy.
 LINK_KINDS = ("references", "derived_from", "contained_in", "contradicts")
@@ -168,6 +170,11 @@ class Entry:
         meta.update(self.extra)
         return {k: meta[k] for k in KEY_ORDER if k in meta}
 
+    @property
+    def scope(self) -> str:
+        """`global`, or the short name of the project the entry belongs to."""
+        return str(self.extra.get("scope") or "global")
+
     def to_document(self, path: str | None = None) -> Document:
         meta = {k: v for k, v in self.meta.items() if k not in ("id", "title")}
         meta["key"] = content_key(self.title, self.body)  # for exact-duplicate detection
@@ -222,6 +229,10 @@ def validate(meta: dict[str, Any], body: str) -> list[str]:
             problems.append(
                 f"{key}: {meta[key]!r} is not a date; use ISO 8601 like 2026-11-30T09:00:00Z"
             )
+    if meta.get("scope") is not None:
+        problem = check_scope(meta["scope"])
+        if problem:
+            problems.append(problem)
     tags = meta.get("tags")
     if tags is not None:
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
@@ -356,7 +367,9 @@ def parse_entry(text: str, source: str = "<text>") -> Entry:
     if problems:
         raise ValidationError(problems)
     extra = {
-        k: meta[k] for k in LIFECYCLE + ("links", "source", "episodes", "updated") if k in meta
+        k: meta[k]
+        for k in ("scope",) + LIFECYCLE + ("links", "source", "episodes", "updated")
+        if k in meta
     }
     return Entry(
         id=meta["id"],

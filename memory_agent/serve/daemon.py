@@ -160,14 +160,16 @@ def build_app(service: Any, server_holder: dict[str, Any]):
 
     @mcp.custom_route("/hooks/recall", methods=["POST"])
     async def hooks_recall(request: Request) -> JSONResponse:
-        """What a hook injects: {prompt, session, event, cwd} -> {context, ids}."""
+        """What a hook injects: {prompt, session, event, cwd, project} -> {context, ids}."""
         data = await body(request)
+        cwd, project = data.get("cwd"), data.get("project")
         return await admin(
             lambda: service.recall(
                 str(data.get("prompt") or ""),
                 data.get("session"),
                 str(data.get("event") or "prompt"),
-                data.get("cwd"),
+                cwd if isinstance(cwd, str) else None,
+                project if isinstance(project, str) and project else None,
             )
         )
 
@@ -191,7 +193,7 @@ def build_app(service: Any, server_holder: dict[str, Any]):
                 offset, limit = 0, 50
             return service.entries(
                 max(0, offset), max(1, min(limit, 200)), q.get("type", ""),
-                q.get("status", ""), q.get("source", ""),
+                q.get("status", ""), q.get("source", ""), q.get("scope", ""),
             )  # fmt: skip
 
         return await admin(page)

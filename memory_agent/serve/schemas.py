@@ -56,6 +56,9 @@ class Hit(TypedDict):
     snippet: Annotated[str, Field(description="The best matching passage, shortened.")]
     source: Annotated[str | None, Field(description="kb, or the label of a project docs folder")]
     writable: Annotated[bool, Field(description="False for read-only project docs.")]
+    scope: Annotated[
+        str, Field(description="global, or the project it belongs to (a name or an identity)")
+    ]
     why: NotRequired[
         Annotated[dict[str, Any], Field(description="With explain: every channel and signal.")]
     ]
@@ -83,6 +86,7 @@ class EntryReply(TypedDict):
     supersedes: Annotated[list[str], Field(description="Ids this entry replaced.")]
     superseded_by: Annotated[str | None, Field(description="The entry that replaced this one.")]
     created: str | None
+    scope: NotRequired[Annotated[str, Field(description="global, or the project it belongs to.")]]
     links: NotRequired[
         Annotated[
             dict[str, list[str]],
@@ -105,6 +109,9 @@ class AddReply(TypedDict):
     ]
     id: Annotated[str, Field(description="The new entry, or the existing one it duplicates.")]
     path: NotRequired[str]
+    scope: NotRequired[
+        Annotated[str, Field(description="global, or the name of the project it belongs to.")]
+    ]
     commit: NotRequired[Commit]
     generation: NotRequired[Generation]
     duplicate_of: NotRequired[str]

@@ -27,9 +27,11 @@ from typing import Any
 
 from memory_agent import __version__, limits
 from memory_agent.capture import journal
+from memory_agent.capture.projects import ProjectCache
 from memory_agent.errors import Conflict, Invalid
 from memory_agent.index.memory import Memory
 from memory_agent.kb.gateway import Gateway
+from memory_agent.kb.scopes import project_named
 from memory_agent.recall import injection as recall_mod
 from memory_agent.recall import reads
 from memory_agent.recall.gc import plan
@@ -77,6 +79,13 @@ class Service:
         self.gate_lock = self.gate_runs.lock  # one gate run (or accept, reject) at a time
         self.started = time.time()
         self.last_used = time.monotonic()
+        self.projects = ProjectCache()  # a call's folder -> its project, asked of git
+
+    def project(self, where: str | None) -> str | None:
+        """The identity of the project a call comes from: `where` is its folder (the proxy's
+        MCP roots or working directory, the CLI's), a project's name or identity; None (no
+        project: global) outside a repository."""
+        return project_named(where, self.memory.kb_dir, self.projects)
 
     # -- the model and repair ----------------------------------------------------------------
     def start_model_load(self) -> None:
@@ -123,20 +132,36 @@ class Service:
             log.debug("pre-embedding failed: %s", exc)
 
     # -- hooks: recall and the gate ---------------------------------------------------------
-    def recall(self, prompt: str, session: str | None, event: str, cwd: str | None) -> dict:
-        """What a hook injects: recall before a prompt, a digest at a session's start. Nothing
-        while the model loads (a hook never waits for it)."""
+    def recall(
+        self,
+        prompt: str,
+        session: str | None,
+        event: str,
+        cwd: str | None,
+        project: str | None = None,
+    ) -> dict:
+        """What a hook injects: recall before a prompt, a digest at a session's start, from the
+        session's project (`project`, the identity the hook found; else the one `cwd` is in)
+        and global. Nothing while the model loads (a hook never waits for it)."""
         self.touch()
+        if not project and cwd:
+            found = self.projects.of(cwd)
+            project = found.identity if found is not None else None
         if str(self.memory.cfg.inject) != "on":
             return {"context": "", "ids": [], "reason": "inject is off"}
         if not self.model.loaded:
             self.model.start()
             return {"context": "", "ids": [], "reason": "the model is loading"}
         limit = int(self.memory.cfg.recall_limit)
+        budget = int(self.memory.cfg.inject_budget)
         if event == "session-start":  # no lock: it reads a snapshot
-            found = recall_mod.digest(self.memory, cwd, limit=min(limit, 4))
+            found = recall_mod.digest(
+                self.memory, cwd, limit=min(limit, 4), project=project, budget=budget
+            )
         else:
-            found = recall_mod.recall(self.memory, prompt, session, limit=limit)
+            found = recall_mod.recall(
+                self.memory, prompt, session, limit=limit, project=project, budget=budget
+            )
         self.usage.record(
             "inject", session=session, event=event, ids=found.ids, chars=len(found.text)
         )
@@ -171,19 +196,22 @@ class Service:
         return browse.overview(self.memory, proposals=len(self.gate_runs.proposals()))
 
     def entries(
-        self, offset: int, limit: int, entry_type: str, status: str, source: str
+        self, offset: int, limit: int, entry_type: str, status: str, source: str, scope: str = ""
     ) -> dict[str, Any]:
         self.touch()
-        return browse.entries(self.memory, offset, limit, entry_type, status, source)
+        return browse.entries(self.memory, offset, limit, entry_type, status, source, scope)
 
     def entry_context(self, entry_id: str) -> dict[str, Any]:
         self.touch()
         return browse.entry_context(self.memory, entry_id)
 
     # -- calls ----------------------------------------------------------------------------
-    def search(self, query: str, caller: str | None = None, **kwargs: Any) -> dict[str, Any]:
+    def search(
+        self, query: str, caller: str | None = None, where: str | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         self.touch()
         t = time.perf_counter()
+        kwargs["project"] = self.project(where)
         if not self.model.loaded:
             if not self.model.settled_within(0.05):
                 found = run_search(self.memory, query, use_dense=False, **kwargs)
@@ -248,11 +276,11 @@ class Service:
         with self.lock:
             return fn(*args, **kwargs)
 
-    def add(self, **kwargs: Any) -> dict[str, Any]:
-        return self._write(self.gateway.add, **kwargs)
+    def add(self, where: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        return self._write(self.gateway.add, project=self.project(where), **kwargs)
 
-    def supersede(self, **kwargs: Any) -> dict[str, Any]:
-        return self._write(self.gateway.supersede, **kwargs)
+    def supersede(self, where: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        return self._write(self.gateway.supersede, project=self.project(where), **kwargs)
 
     def archive(self, **kwargs: Any) -> dict[str, Any]:
         return self._write(self.gateway.archive, **kwargs)

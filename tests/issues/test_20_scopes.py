@@ -389,3 +389,34 @@ def test_the_gate_writes_into_the_project_and_goes_global_when_it_recurs_elsewhe
     text = (w["home"] / successor["path"]).read_text()
     assert "source: auto" in text and "episodes:" in text  # still quoted as captured text
     assert client.call_tool("memory_get", {"id": entry_id})["status"] == "superseded"
+
+
+# -- read-only corpora ------------------------------------------------------------------------
+def test_a_corpus_is_global_unless_its_scope_says_otherwise(world):
+    w = world
+    docs = w["alpha"] / "docs"
+    docs.mkdir()
+    (docs / "runbook.md").write_text("# Alpha runbook\n\nPage the alpha on-call via Opsgenie.\n")
+    shared = w["outside"] / "handbook"
+    shared.mkdir()
+    (shared / "style.md").write_text("# Style\n\nWrite commit subjects in the imperative.\n")
+    repos = w["home"] / "repos.json"
+    rows = [{"label": "alpha-docs", "path": str(docs), "scope": "project"},
+            {"label": "handbook", "path": str(shared)}]  # fmt: skip
+    repos.write_text(json.dumps(rows))
+    DaemonClient(w["home"]).admin("sync")
+    query = "how do I page the alpha on-call"
+    _, here = cli(w, w["alpha_wt"], "search", query)
+    assert "alpha-docs/runbook.md" in ids(here)
+    assert {h["scope"] for h in here["hits"] if h["id"] == "alpha-docs/runbook.md"} == {
+        "github.com/acme/alpha"
+    }
+    _, there = cli(w, w["beta"], "search", query)
+    assert "alpha-docs/runbook.md" not in ids(there)
+    _, style = cli(w, w["beta"], "search", "how should commit subjects be written")
+    assert "handbook/style.md" in ids(style)  # no scope: global
+    rows[0]["scope"] = "global"  # a scope changed in repos.json re-reads the corpus
+    repos.write_text(json.dumps(rows))
+    DaemonClient(w["home"]).admin("sync")
+    _, there = cli(w, w["beta"], "search", query)
+    assert "alpha-docs/runbook.md" in ids(there)

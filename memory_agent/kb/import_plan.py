@@ -4,7 +4,8 @@ before anything is written (`Gateway.import_entries` runs it with the home lock 
 For each section, in order (the first decision that applies):
 
 - **unchanged**: an active entry came from the same origin (its `source:`) with the same
-  title, body, type and tags - nothing to write;
+  title, body, type and tags, or one with the same text was superseded or archived since (an
+  import never brings back what was retired) - nothing to write;
 - **duplicate**: the same normalised text as an earlier section of this import, or an entry
   of the KB (`kb.dedup.find_duplicate`, as `memory_add`: exact, or near at the embedder's
   threshold, among the entries its scope sees; the entry it replaces is left out), or a near
@@ -112,16 +113,22 @@ class ImportPlan:
         return head + "\n\n" + "\n".join(lines)
 
 
-def imported_entries(memory: Memory) -> dict[str, str]:
-    """origin -> id of the active KB entries that came from an import."""
-    found: dict[str, str] = {}
+def imported_entries(memory: Memory) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """The KB entries that came from an import: origin -> id of the active one, and origin ->
+    {content key: id} of those superseded or archived since."""
+    active: dict[str, str] = {}
+    retired: dict[str, dict[str, str]] = {}
     for info in memory.index.docs():
         origin = info.meta.get("source")
-        if info.source != "kb" or info.status != "active" or not isinstance(origin, str):
+        if info.source != "kb" or not isinstance(origin, str):
             continue
-        if origin.startswith(ORIGIN_PREFIX) and (origin not in found or info.id < found[origin]):
-            found[origin] = info.id
-    return found
+        if not origin.startswith(ORIGIN_PREFIX):
+            continue
+        if info.status != "active":
+            retired.setdefault(origin, {})[str(info.meta.get("key"))] = info.id
+        elif origin not in active or info.id < active[origin]:
+            active[origin] = info.id
+    return active, retired
 
 
 def _file_of(origin: str) -> str:
@@ -134,7 +141,7 @@ def plan_import(
     """Decide each section (the module's docstring) and the files the import writes."""
     name, new_map = resolve(scope, project, memory.kb_dir)
     plan = ImportPlan(scope=name)
-    existing = imported_entries(memory)
+    existing, retired = imported_entries(memory)
     kb = memory.kb_dir
     batch_keys: dict[str, str] = {}  # content key -> id written by this import
     vectors: list[tuple[str, np.ndarray]] = []
@@ -152,6 +159,9 @@ def plan_import(
             if before == (key, section.type, sorted(section.tags)):
                 plan.actions.append(Action("unchanged", section, old_id=old_id))
                 continue
+        if old_id is None and key in retired.get(section.origin, {}):
+            plan.actions.append(Action("unchanged", section, old_id=retired[section.origin][key]))
+            continue  # superseded or archived since: the same text is not brought back
         where = old.scope if old is not None and scope is None else name
         if key in batch_keys:
             plan.actions.append(Action("duplicate", section, duplicate={

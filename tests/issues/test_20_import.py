@@ -127,12 +127,12 @@ def world(tmp_path, shared_cache, monkeypatch):
         os.kill(pid, signal.SIGKILL)
 
 
-def cli(w, cwd, *args, check=True):
+def cli(w, cwd, *args, check=True, **env):
     proc = subprocess.run(
         [sys.executable, "-m", "memory_agent", *args, "--home", str(w["home"]), "--json"],
         capture_output=True,
         text=True,
-        env=env_for(w["home"], w["cache"], MEMORY_AGENT_CLOCK=CLOCK),
+        env=env_for(w["home"], w["cache"], MEMORY_AGENT_CLOCK=CLOCK, **env),
         cwd=cwd,
         timeout=300,
     )
@@ -229,10 +229,12 @@ def test_importing_again_writes_nothing_and_an_edited_section_supersedes_its_ent
     assert old["status"] == "superseded" and old["superseded_by"] == new_id
     assert new["supersedes"] == [old_id] and new["source"] == old["source"]
     assert "BIGINT" in (w["kb"] / "guideline" / f"{new_id}.md").read_text()
-    # and the edited file, imported once more, is unchanged
-    assert cli(w, w["outside"], "import", str(docs / "CLAUDE.md"), "--confirm")["status"] == (
-        "unchanged"
-    )
+    # and the edited file, imported once more, is unchanged; an archived entry stays archived
+    cli(w, w["outside"], "archive", first["ids"][2], "--reason", "fixed upstream", "--confirm")
+    after_archive = head(w["kb"])
+    last = cli(w, w["outside"], "import", str(docs / "CLAUDE.md"), "--confirm")
+    assert last["status"] == "unchanged" and last["counts"]["unchanged"] == 4
+    assert head(w["kb"]) == after_archive
 
 
 def test_a_vault_keeps_its_frontmatter_and_wikilinks(world):
@@ -324,3 +326,29 @@ def test_the_scope_is_the_working_directorys_project_unless_named(world):
     assert done["ids"][0] not in [h["id"] for h in outside["hits"]]
     inside = cli(w, alpha, "search", "how does alpha build with bazel")
     assert inside["hits"][0]["id"] == done["ids"][0]
+
+
+def test_a_daemon_killed_mid_import_is_finished_in_one_commit_by_the_next_daemon(world):
+    w = world
+    docs = w["tmp"] / "billing"
+    docs.mkdir()
+    (docs / "CLAUDE.md").write_text(CLAUDE_MD)
+    before = head(w["kb"])
+    DaemonClient(w["home"]).stop(wait=True)  # the next one starts with the fault set
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory_agent", "import", str(docs / "CLAUDE.md"), "--confirm",
+         "--home", str(w["home"]), "--json"],
+        capture_output=True, text=True, cwd=w["outside"], timeout=300,
+        env=env_for(w["home"], w["cache"], MEMORY_AGENT_CLOCK=CLOCK,
+                    MEMORY_AGENT_FAULT="after-write"),
+    )  # fmt: skip
+    assert proc.returncode == 2 and "stopped answering" in proc.stdout
+    assert head(w["kb"]) == before  # written, not committed
+    assert len(list((w["home"] / "run" / "pending").glob("*.json"))) == 1
+    # a new daemon finishes the import (at start, or before the next write) as one commit
+    again = cli(w, w["outside"], "import", str(docs / "CLAUDE.md"), "--confirm")
+    assert again["status"] == "unchanged" and again["counts"]["unchanged"] == 4
+    assert not list((w["home"] / "run" / "pending").glob("*.json"))
+    assert git(w["kb"], "rev-parse", "HEAD~1").strip() == before  # one commit, all four
+    assert len(committed_files(w["kb"])) == 4
+    assert git(w["kb"], "log", "-1", "--format=%B").strip().endswith("(recovered)")

@@ -294,10 +294,15 @@ class DaemonClient:
             return result["structuredContent"]
         return json.loads(result["content"][0]["text"])
 
-    def admin(self, action: str, method: str = "POST") -> dict[str, Any]:
+    def admin(
+        self, action: str, method: str = "POST", payload: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """One admin route; `payload` is sent as its JSON body."""
         self.ensure()
+        body = None if payload is None else json.dumps(payload, ensure_ascii=False).encode()
+        headers = None if payload is None else {"Content-Type": "application/json"}
         try:
-            status, _, data = self.request(method, f"/admin/{action}")
+            status, _, data = self.request(method, f"/admin/{action}", body, headers)
         except (OSError, http.client.HTTPException) as exc:
             raise DaemonError(
                 f"the daemon stopped answering during {action.split('?')[0]} ({exc})",

@@ -1,5 +1,5 @@
 """`memory-agent ...`: the argument tree (`build_parser`) and the dispatch (`main`). The command
-shells are in `memory_agent.cli.entries`, `.home` and `.evaluate`."""
+shells are in `memory_agent.cli.entries`, `.home`, `.imports` and `.evaluate`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import sys
 
 from memory_agent import __version__
-from memory_agent.cli import entries, evaluate, home
+from memory_agent.cli import entries, evaluate, home, imports
 
 EMBEDDERS = ("minilm", "bge-m3")
 
@@ -210,6 +210,26 @@ def build_parser() -> argparse.ArgumentParser:
         "(global). Also the short name entries use for it, once one was written there.",
     )
     p.add_argument("dir", nargs="?", default=".", help="a folder (default: the working one)")
+
+    p = command(
+        "import",
+        imports.cmd_import,
+        "import CLAUDE.md, AGENTS.md, Cursor rules, Claude Code's memory or a notes folder",
+        "Read Markdown files (a file, or every .md/.mdc file in a folder) and show the entries "
+        "they would become: one per second-level (##) section, titled by its heading, typed "
+        "where the heading says (pitfalls, conventions, decisions, preferences), else note; "
+        "secrets redacted; duplicates of the KB or of each other left out. With --confirm, "
+        "write them in one commit naming the source. Importing a file again writes only what "
+        "changed: an edited section supersedes the entry it made.",
+    )
+    p.add_argument("path", nargs="+", metavar="PATH", help="a Markdown file or a folder")
+    p.add_argument(
+        "--scope",
+        help="the project new entries belong to: project (default: the one the working "
+        "directory is in; global outside a repository), global, or a project's name or identity",
+    )
+    p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
+    p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
 
     p = command("archive", entries.cmd_archive, "retire an entry with a reason (preview first)")
     p.add_argument("id", help="the id of the entry to retire")

@@ -43,6 +43,8 @@ from memory_agent.kb.checks import (
 from memory_agent.kb.dedup import find_duplicate
 from memory_agent.kb.entries import content_key, entry_path, render_entry
 from memory_agent.kb.gitrepo import KBRepo
+from memory_agent.kb.import_plan import plan_import
+from memory_agent.kb.imports import clean_sections
 from memory_agent.kb.intents import Intent, RedoLog, RequestLog, fingerprint
 from memory_agent.kb.scopes import MAP_FILE, resolve
 
@@ -408,3 +410,36 @@ class Gateway:
         self.recover()
         reply = {"status": "archived", "ids": [p.stem for p in files]}
         return self._apply(files, f"memory: gc archives {len(files)} idle entries", {}, reply)
+
+    def import_entries(
+        self,
+        sections: Any,
+        label: str,
+        scope: str | None = None,
+        project: str | None = None,
+        confirm: bool = False,
+    ) -> dict[str, Any]:
+        """Import sections read by `memory_agent.kb.imports.read_sources` (their secrets are
+        redacted here, whatever the caller): each is new, supersedes the entry its origin
+        wrote before, or is unchanged, a duplicate or skipped (`kb.import_plan`). A preview
+        unless `confirm`; then every file in ONE commit naming `label` (the source), through
+        the same intent, atomic writes and refresh as every write. `scope`: as in `add` for
+        new entries; a superseding entry keeps the old one's unless `scope` is given."""
+        with self.memory.session():
+            items = clean_sections(sections)
+            limits.check_text("label", label, 500, required=True, one_line=True)
+            if confirm:
+                args = {"label": label, "scope": scope, "project": project,
+                        "sections": [s.as_json() for s in items]}  # fmt: skip
+                _, request = self._begin(None, "memory_import", args)
+            else:
+                request = {}
+                self.memory.sync(force=True)
+            plan = plan_import(self.memory, self.repo, items, scope, project)
+            if not confirm:
+                reply = plan.reply("preview")
+                reply["next"] = "run again with --confirm to write them in one commit"
+                return reply
+            if not plan.files:
+                return {**plan.reply("unchanged"), "commit": None}
+            return self._apply(plan.files, plan.message(label), request, plan.reply("imported"))

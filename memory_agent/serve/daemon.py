@@ -216,6 +216,16 @@ def build_app(service: Any, server_holder: dict[str, Any]):
         confirm = request.query_params.get("confirm", "0") == "1"
         return await admin(lambda: service.gc(dry_run=dry_run, confirm=confirm))
 
+    @mcp.custom_route("/admin/import", methods=["POST"])
+    async def import_(request: Request) -> JSONResponse:
+        """`memory-agent import`: {sections, label, scope, where, confirm} -> the plan or the
+        commit (`Service.import_entries`)."""
+        data = await body(request)
+        args = [data.get(k) for k in ("sections", "label", "scope", "where")]
+        return await admin(
+            lambda: service.import_entries(*args, confirm=data.get("confirm") is True)
+        )
+
     @mcp.custom_route("/admin/sync", methods=["POST"])
     async def sync(request: Request) -> JSONResponse:
         """Wait for the model, bring the index up to date, answer with the status."""

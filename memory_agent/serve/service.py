@@ -285,6 +285,25 @@ class Service:
     def archive(self, **kwargs: Any) -> dict[str, Any]:
         return self._write(self.gateway.archive, **kwargs)
 
+    def import_entries(
+        self, sections: Any, label: Any, scope: Any = None, where: Any = None, confirm: bool = False
+    ) -> dict[str, Any]:
+        """`memory-agent import`: the sections the CLI read, through the gateway's batch
+        write (`Gateway.import_entries`), from the project of `where`. Their text is redacted
+        before it is embedded or written."""
+        from memory_agent.kb.imports import clean_sections
+
+        self.touch()
+        self.model.wait()
+        items = clean_sections(sections)
+        for item in items:
+            self.pre_embed(item.title, item.body)
+        project = self.project(where if isinstance(where, str) else None)
+        with self.lock:
+            return self.gateway.import_entries(
+                items, label, scope=scope, project=project, confirm=confirm
+            )
+
     def status(self) -> dict[str, Any]:
         from memory_agent.capture.clients import last_events
 

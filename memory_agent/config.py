@@ -72,6 +72,13 @@ SETTINGS: tuple[Setting, ...] = (
         "starts it again.",
     ),
     Setting(
+        "sync_interval",
+        "MEMORY_AGENT_SYNC_INTERVAL",
+        300,
+        "Seconds between the daemon's rounds of sync with the KB's remote (also shortly after "
+        "a write and at a session's start; 0: only `memory-agent sync`).",
+    ),
+    Setting(
         "clock",
         "MEMORY_AGENT_CLOCK",
         "",

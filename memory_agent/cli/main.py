@@ -200,6 +200,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
 
     p = command(
+        "remote",
+        home.cmd_remote,
+        "show or set the git remote the knowledge base syncs with",
+        "Without arguments, show the KB's remote, the last sync, how many commits are ahead "
+        "and behind, and anything waiting for a person (forks, variants, a stop). `remote set "
+        "URL` sets it: any URL git accepts (a path, ssh, https); credentials are git's "
+        "business (ssh agent, credential helper) and are never stored here. The daemon then "
+        "syncs on its own every sync_interval seconds, shortly after a write and at a session's "
+        "start.",
+    )
+    p.add_argument("action", nargs="?", choices=("set", "show"), default="show",
+                   help="show (default) or set")  # fmt: skip
+    p.add_argument("url", nargs="?", help="with set: the remote's URL")
+
+    p = command(
+        "sync",
+        home.cmd_sync,
+        "sync the knowledge base with its git remote now (fetch, replay, push - never force)",
+        "One round now: fetch the remote; replay this machine's unpushed commits on top of it "
+        "(off the working tree; conflicts resolved by meaning, nothing lost, no conflict "
+        "markers); move the branch under the write lock, keeping a rescue ref of the old head "
+        "(refs/memory-agent/rescue/...); scan the commits to publish for secrets; push. Exits "
+        "non-zero naming the fix when the remote is unreachable, a commit holds a secret, or "
+        "the remote's history was rewritten.",
+    )
+
+    p = command(
         "project",
         entries.cmd_project,
         "print the project a folder belongs to (its identity) and its name in the memory",

@@ -186,6 +186,14 @@ class Memory:
         with self.write_lock:
             return self._sync(force=force)
 
+    def refresh_paths(self, paths: list[Path]) -> dict[str, Any]:
+        """Bring these files' documents in line (a sync's pull: the files between the old
+        head and the new); the rest of the index is not looked at. Holds the write lock."""
+        with self.write_lock:
+            if not self.index.exists():
+                return self._sync(force=True)
+            return self._apply(self.scanner.paths_changed(paths, self.index.doc))
+
     def sync_for_read(self) -> dict[str, Any] | None:
         """A sync before a read, unless a write is in flight (then None: the read answers from
         the live snapshot and the write applies what changed). Waits only while there is no

@@ -178,6 +178,15 @@ class Scanner:
             out.upserts.append(doc)
 
     # -- scans ----------------------------------------------------------------------------
+    def paths_changed(self, paths: Iterable[Path], known: Known) -> Changes:
+        """What to change in the index for these paths alone (a sync's pull names the files
+        between two commits: nothing else is looked at)."""
+        corpora = self.current_corpora()
+        out = Changes()
+        for path in sorted(set(paths)):
+            self._path_changed(path, corpora, known, out)
+        return out
+
     def changes(self, known: Known, indexed: Callable[[], Iterable[DocInfo]]) -> Changes:
         """What to change in the index. A full scan when there is no watcher, when the
         watcher asks for one, or when repos.json or a corpus root's availability changed;

@@ -12,7 +12,8 @@ An entry is `kb/<type>/<id>.md`: YAML frontmatter, then a Markdown body.
     ---
     The client takes an exclusive file lock ...
 
-Required: id, title, type, status, created. Lifecycle: supersedes, superseded_by, superseded_at,
+Required: id, title, type, status, created. Lifecycle: supersedes, superseded_by (one id, or a
+list of ids when two machines superseded one entry: a fork a sync leaves), superseded_at,
 archived_at, archive_reason. Optional: scope (`global` when absent, or a project's short name
 from `kb/projects.yaml`: `memory_agent.kb.scopes`), tags, links, source, episodes, updated. `validate` returns every problem
 at once, each naming the field, what is wrong and how to fix it; `ValidationError` carries them.
@@ -256,10 +257,12 @@ def validate(meta: dict[str, Any], body: str) -> list[str]:
         problems.append("episodes: must be a list of episode ids, like [episodes/<session>/3]")
     if meta.get("source") not in (None, "") and not isinstance(meta["source"], str):
         problems.append("source: must be text, such as auto")
-    if meta.get("superseded_by") not in (None, ""):
-        problem = check_id(meta["superseded_by"], "superseded_by")
-        if problem:
-            problems.append(problem)
+    successors = meta.get("superseded_by")
+    if successors not in (None, ""):  # one id, or a list when two machines superseded it
+        for successor in successors if isinstance(successors, list) else [successors]:
+            problem = check_id(successor, "superseded_by")
+            if problem:
+                problems.append(problem)
     status = meta.get("status")
     if status == "superseded" and not (meta.get("superseded_by") and meta.get("superseded_at")):
         problems.append(

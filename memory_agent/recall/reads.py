@@ -385,13 +385,20 @@ def history(memory: Memory, entry_id: str) -> dict[str, Any]:
         for key in ("superseded_by", "superseded_at", "archived_at", "archive_reason"):
             if key in current.extra:
                 step[key] = current.extra[key]
+        successors = current.extra.get("superseded_by")
+        successors = (
+            successors if isinstance(successors, list) else [successors] if successors else []
+        )
         if current.status == "superseded":
-            step["reason"] = f"superseded by {current.extra.get('superseded_by')}"
+            step["reason"] = f"superseded by {', '.join(map(str, successors))}" + (
+                " (a fork: two machines superseded it; supersede one successor with the other)"
+                if len(successors) > 1
+                else ""
+            )
         elif current.status == "archived":
             step["reason"] = current.extra.get("archive_reason")
         chain.append(step)
-        nxt = current.extra.get("superseded_by")
-        current = load(nxt) if nxt else None
+        current = load(successors[0]) if successors else None  # a fork: the first successor
     return {"id": entry_id, "chain": chain}
 
 

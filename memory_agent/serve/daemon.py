@@ -163,6 +163,8 @@ def build_app(service: Any, server_holder: dict[str, Any]):
         """What a hook injects: {prompt, session, event, cwd, project} -> {context, ids}."""
         data = await body(request)
         cwd, project = data.get("cwd"), data.get("project")
+        if data.get("event") == "session-start":
+            service.remote.poke(0.0)  # a session starts with what the other machines wrote
         return await admin(
             lambda: service.recall(
                 str(data.get("prompt") or ""),
@@ -225,6 +227,18 @@ def build_app(service: Any, server_holder: dict[str, Any]):
         return await admin(
             lambda: service.import_entries(*args, confirm=data.get("confirm") is True)
         )
+
+    @mcp.custom_route("/admin/remote", methods=["GET", "POST"])
+    async def remote(request: Request) -> JSONResponse:
+        """GET: the remote and the last round. POST ?url=URL: set the remote."""
+        if request.method == "GET":
+            return await admin(service.remote_status)
+        return await admin(lambda: service.remote_set(request.query_params.get("url", "")))
+
+    @mcp.custom_route("/admin/remote-sync", methods=["POST"])
+    async def remote_sync(request: Request) -> JSONResponse:
+        """One round of sync with the KB's remote now."""
+        return await admin(service.remote_sync)
 
     @mcp.custom_route("/admin/sync", methods=["POST"])
     async def sync(request: Request) -> JSONResponse:
@@ -339,6 +353,7 @@ def run_daemon(
             threading.Thread(target=_idle_watch, args=(service, holder, idle), daemon=True).start()
         if preload:
             service.start_model_load()
+        service.remote.start()  # rounds of sync with the KB's remote, when it has one
         log.info(
             "memory-agent %s daemon pid %d serving %s (home %s, embedder %s)",
             __version__,
@@ -348,6 +363,7 @@ def run_daemon(
             cfg.embedder,
         )
         server.run(sockets=[sock])
+        service.remote.stop()
         # uvicorn has finished the requests in flight (a write completes before we get here)
         with service.lock:
             memory.close()

@@ -84,7 +84,10 @@ class EntryReply(TypedDict):
     path: Annotated[str, Field(description="The file on disk.")]
     writable: bool
     supersedes: Annotated[list[str], Field(description="Ids this entry replaced.")]
-    superseded_by: Annotated[str | None, Field(description="The entry that replaced this one.")]
+    superseded_by: Annotated[
+        str | list[str] | None,
+        Field(description="The entry that replaced this one (a list: a fork a sync left)."),
+    ]
     created: str | None
     scope: NotRequired[Annotated[str, Field(description="global, or the project it belongs to.")]]
     links: NotRequired[
@@ -163,7 +166,7 @@ class HistoryStep(TypedDict):
     type: str
     status: str
     created: str
-    superseded_by: NotRequired[str]
+    superseded_by: NotRequired[str | list[str]]
     superseded_at: NotRequired[str]
     archived_at: NotRequired[str]
     archive_reason: NotRequired[str]

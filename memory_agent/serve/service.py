@@ -31,6 +31,7 @@ from memory_agent.capture.projects import ProjectCache
 from memory_agent.errors import Conflict, Invalid
 from memory_agent.index.memory import Memory
 from memory_agent.kb.gateway import Gateway
+from memory_agent.kb.remote import Syncer
 from memory_agent.kb.scopes import project_named
 from memory_agent.recall import injection as recall_mod
 from memory_agent.recall import reads
@@ -39,6 +40,7 @@ from memory_agent.recall.reads import run_search
 from memory_agent.serve import browse
 from memory_agent.serve.gate_runs import GateRuns
 from memory_agent.serve.model import ModelLoader
+from memory_agent.serve.remote_runs import RemoteRuns
 from memory_agent.serve.usage import Usage
 from ragcore import Document, chunk_document
 
@@ -80,6 +82,16 @@ class Service:
         self.started = time.time()
         self.last_used = time.monotonic()
         self.projects = ProjectCache()  # a call's folder -> its project, asked of git
+        self.remote = RemoteRuns(
+            Syncer(
+                memory.kb_dir,
+                memory.run_dir,
+                memory.write_lock,
+                refresh=memory.refresh_paths,
+                clock=memory.clock,
+            ),
+            float(memory.cfg.sync_interval),
+        )
 
     def project(self, where: str | None) -> str | None:
         """The identity of the project a call comes from: `where` is its folder (the proxy's
@@ -274,7 +286,28 @@ class Service:
         if kwargs.get("confirm", True):
             self.pre_embed(kwargs.get("title"), kwargs.get("body"))
         with self.lock:
-            return fn(*args, **kwargs)
+            reply = fn(*args, **kwargs)
+        if kwargs.get("confirm", True):
+            self.remote.poke()  # pushed shortly after (a burst of writes, once)
+        return reply
+
+    # -- the remote ---------------------------------------------------------------------------
+    def remote_set(self, url: str) -> dict[str, Any]:
+        self.touch()
+        with self.lock:
+            reply = self.remote.syncer.set_url(url)
+        self.remote.start()
+        self.remote.poke(0.0)
+        return reply
+
+    def remote_sync(self) -> dict[str, Any]:
+        """One round now (`memory-agent sync`): its report."""
+        self.touch()
+        self.model.wait()  # the index refresh after a pull needs the model
+        return self.remote.run_now()
+
+    def remote_status(self) -> dict[str, Any]:
+        return self.remote.syncer.status()
 
     def add(self, where: str | None = None, **kwargs: Any) -> dict[str, Any]:
         return self._write(self.gateway.add, project=self.project(where), **kwargs)
@@ -309,6 +342,7 @@ class Service:
 
         reply = self._status()
         reply["clients"] = last_events(self.memory.home)  # each agent's last hook event
+        reply["remote"] = self.remote.syncer.status()
         return reply
 
     def _status(self) -> dict[str, Any]:

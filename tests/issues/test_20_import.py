@@ -351,4 +351,5 @@ def test_a_daemon_killed_mid_import_is_finished_in_one_commit_by_the_next_daemon
     assert not list((w["home"] / "run" / "pending").glob("*.json"))
     assert git(w["kb"], "rev-parse", "HEAD~1").strip() == before  # one commit, all four
     assert len(committed_files(w["kb"])) == 4
-    assert git(w["kb"], "log", "-1", "--format=%B").strip().endswith("(recovered)")
+    message = git(w["kb"], "log", "-1", "--format=%B").strip()
+    assert message.split("\n\nMemory-Agent-Machine:")[0].endswith("(recovered)")

@@ -249,25 +249,23 @@ class Memory:
         if key and meta.get("status", "active") == "active":
             self._keys.setdefault(str(key), set()).add(doc_id)
 
-    def same_text(self, key: str, exclude: set[str] = frozenset()) -> str | None:
-        """An active KB entry whose normalised title and body have this content key."""
+    def same_text(
+        self, key: str, exclude: set[str] = frozenset(), scopes: tuple[str, ...] | None = None
+    ) -> str | None:
+        """An active KB entry whose normalised title and body have this content key (in one
+        of `scopes`; None: any)."""
         if self._keys is None:
             self._keys = {}
             for info in self.index.docs():
                 if info.source == KB_SOURCE:
                     self._remember_key(info.id, info.meta)
         for doc_id in sorted(self._keys.get(key, ())):
-            if doc_id not in exclude:
+            if doc_id in exclude:
+                continue
+            info = self.index.doc(doc_id) if scopes is not None else None
+            if scopes is None or (info is not None and info.scope in scopes):
                 return doc_id
         return None
-
-    def kb_ids_outside(self, scopes: tuple[str, ...]) -> set[str]:
-        """The KB entries whose scope is not one of `scopes`."""
-        return {
-            info.id
-            for info in self.index.docs()
-            if info.source == KB_SOURCE and info.scope not in scopes
-        }
 
     def link_graph(self, index: Any = None) -> dict[str, list[tuple[str, str]]]:
         """The link graph of the index (or of one `Index.snapshot()`), rebuilt only when the

@@ -36,9 +36,7 @@ def find_duplicate(
     """An active KB entry with the same normalised text, or a near-duplicate above the
     embedder's threshold, among the entries a new one in `scope` is compared with."""
     seen = scopes_seen(scope)
-    if seen is not None:
-        exclude = exclude | memory.kb_ids_outside(seen)
-    same = memory.same_text(content_key(title, body), exclude)
+    same = memory.same_text(content_key(title, body), exclude, seen)
     if same is not None:
         return {"duplicate_of": same, "score": 1.0, "match": "exact"}
     threshold = dedup_threshold(memory.cfg.embedder)

@@ -72,6 +72,13 @@ SETTINGS: tuple[Setting, ...] = (
         "starts it again.",
     ),
     Setting(
+        "machine",
+        "MEMORY_AGENT_MACHINE",
+        "",
+        "This machine's name in the `Memory-Agent-Machine` trailer of the KB's commits "
+        "(empty: the host name).",
+    ),
+    Setting(
         "sync_interval",
         "MEMORY_AGENT_SYNC_INTERVAL",
         300,

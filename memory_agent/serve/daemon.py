@@ -324,6 +324,8 @@ def run_daemon(
         # Never write to an inherited stdout: point fd 1 at the log's sink (stderr/devnull).
         os.dup2(2, 1)
     _setup_logging(run_dir, foreground)
+    if str(cfg.machine):  # the commits' machine trailer (kb.gitrun.machine_name reads it)
+        os.environ["MEMORY_AGENT_MACHINE"] = str(cfg.machine)
     daemon_lock = _take_daemon_lock(run_dir)
     assert memory.lock is not None
     memory.lock.acquire(timeout=60)  # CLI processes of an older kind may hold it briefly

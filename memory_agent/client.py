@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,10 @@ __all__ = ["DaemonClient", "DaemonError", "NotConnected", "ToolCallError"]
 PROTOCOL_VERSION = "2025-06-18"
 # Who is calling (the MCP client's name/version, or the CLI): recorded in query events.
 CALLER_HEADER = "X-Memory-Agent-Caller"
+# How long a connection whose reply was read is kept for the next MCP call, and how long the
+# daemon keeps an idle one: longer, so the daemon never closes a connection a client may reuse.
+KEEPALIVE_S = 2.0
+DAEMON_KEEPALIVE_S = 5.0
 
 
 class NotConnected(ConnectionError):
@@ -57,6 +62,29 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
+class _Idle:
+    """Connections whose reply was read, kept for the next MCP call (newest first out). Shared
+    by the proxy's worker threads; each connection serves one call at a time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conns: list[tuple[float, _UnixConnection]] = []
+
+    def take(self) -> _UnixConnection | None:
+        now = time.monotonic()
+        with self._lock:
+            while self._conns:
+                since, conn = self._conns.pop()
+                if now - since < KEEPALIVE_S:
+                    return conn
+                conn.close()
+        return None
+
+    def put(self, conn: _UnixConnection) -> None:
+        with self._lock:
+            self._conns.append((time.monotonic(), conn))
+
+
 class DaemonClient:
     def __init__(self, home: Path, *, timeout: float = 600.0, start_timeout: float | None = None):
         """`start_timeout`: seconds to wait for a daemon this client starts; None reads the
@@ -67,6 +95,7 @@ class DaemonClient:
         self.socket_path = self.run_dir / "daemon.sock"
         self.timeout = timeout
         self._ids = itertools.count(1)
+        self._idle = _Idle()
 
     # -- raw HTTP ---------------------------------------------------------------------------
     def request(
@@ -226,7 +255,28 @@ class DaemonClient:
             headers["MCP-Protocol-Version"] = protocol_version
         if caller:
             headers[CALLER_HEADER] = caller
-        status, _, data = self.request("POST", "/mcp", payload, headers, timeout)
+        conn = self._idle.take()
+        if conn is not None:
+            conn.timeout = timeout or self.timeout
+            conn.sock.settimeout(conn.timeout)
+            try:
+                conn.request("POST", "/mcp", body=payload, headers=headers)
+            except OSError:
+                # The daemon closed it (stopped, or replaced) before the message went out: a
+                # failed send delivered nothing, so it goes out again on a new connection.
+                conn.close()
+                conn = None
+        if conn is None:
+            conn = _UnixConnection(str(self.socket_path), timeout or self.timeout)
+            conn.request("POST", "/mcp", body=payload, headers=headers)
+        try:
+            resp = conn.getresponse()
+            status, data = resp.status, resp.read()
+        except BaseException:
+            conn.close()
+            raise
+        if conn.sock is not None:  # not closed by a `Connection: close` reply
+            self._idle.put(conn)
         return status, data
 
     def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

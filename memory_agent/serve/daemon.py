@@ -28,6 +28,7 @@ from typing import Any
 
 from memory_agent import __version__
 from memory_agent import config as config_mod
+from memory_agent.client import DAEMON_KEEPALIVE_S
 from memory_agent.errors import AlreadyRunning, DaemonError
 from memory_agent.files import FileLock
 
@@ -325,7 +326,12 @@ def run_daemon(
         app = build_app(service, holder)
         server = _server_class()(
             uvicorn.Config(
-                app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=60
+                app,
+                log_config=None,
+                access_log=False,
+                lifespan="on",
+                timeout_graceful_shutdown=60,
+                timeout_keep_alive=DAEMON_KEEPALIVE_S,
             )
         )
         holder["server"] = server

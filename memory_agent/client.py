@@ -36,6 +36,8 @@ __all__ = ["DaemonClient", "DaemonError", "NotConnected", "ToolCallError"]
 PROTOCOL_VERSION = "2025-06-18"
 # Who is calling (the MCP client's name/version, or the CLI): recorded in query events.
 CALLER_HEADER = "X-Memory-Agent-Caller"
+# The directory the session works in (percent-encoded): the daemon finds its project there.
+WHERE_HEADER = "X-Memory-Agent-Where"
 # How long a connection whose reply was read is kept for the next MCP call, and how long the
 # daemon keeps an idle one: longer, so the daemon never closes a connection a client may reuse.
 KEEPALIVE_S = 2.0
@@ -246,6 +248,7 @@ class DaemonClient:
         protocol_version: str | None = None,
         timeout: float | None = None,
         caller: str | None = None,
+        where: str | None = None,
     ) -> tuple[int, bytes]:
         headers = {
             "Content-Type": "application/json",
@@ -255,6 +258,10 @@ class DaemonClient:
             headers["MCP-Protocol-Version"] = protocol_version
         if caller:
             headers[CALLER_HEADER] = caller
+        if where:
+            from urllib.parse import quote
+
+            headers[WHERE_HEADER] = quote(where, safe="/")
         conn = self._idle.take()
         if conn is not None:
             conn.timeout = timeout or self.timeout
@@ -279,9 +286,12 @@ class DaemonClient:
             self._idle.put(conn)
         return status, data
 
-    def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    def call_tool(
+        self, name: str, arguments: dict[str, Any], where: str | None = None
+    ) -> dict[str, Any]:
         """Call one tool (starting the daemon if needed); its structured result. Refusals
-        raise `ToolCallError` with the daemon's code, message and fix."""
+        raise `ToolCallError` with the daemon's code, message and fix. `where`: the directory
+        whose project the call is made from (None: the current directory)."""
         surrogate = lone_surrogate(arguments)
         if surrogate is not None:  # the daemon could not even parse it: refuse it here
             raise Invalid(
@@ -301,7 +311,10 @@ class DaemonClient:
         self.ensure()
         try:
             status, data = self.post_mcp(
-                payload, PROTOCOL_VERSION, caller=f"memory-agent-cli/{__version__}"
+                payload,
+                PROTOCOL_VERSION,
+                caller=f"memory-agent-cli/{__version__}",
+                where=where or os.getcwd(),
             )
         except (OSError, http.client.HTTPException) as exc:
             raise DaemonError(
@@ -331,10 +344,15 @@ class DaemonClient:
             return result["structuredContent"]
         return json.loads(result["content"][0]["text"])
 
-    def admin(self, action: str, method: str = "POST") -> dict[str, Any]:
+    def admin(
+        self, action: str, method: str = "POST", payload: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """One admin route; `payload` is sent as its JSON body."""
         self.ensure()
+        body = None if payload is None else json.dumps(payload, ensure_ascii=False).encode()
+        headers = None if payload is None else {"Content-Type": "application/json"}
         try:
-            status, _, data = self.request(method, f"/admin/{action}")
+            status, _, data = self.request(method, f"/admin/{action}", body, headers)
         except (OSError, http.client.HTTPException) as exc:
             raise DaemonError(
                 f"the daemon stopped answering during {action.split('?')[0]} ({exc})",

@@ -72,6 +72,13 @@ SETTINGS: tuple[Setting, ...] = (
         "starts it again.",
     ),
     Setting(
+        "sync_interval",
+        "MEMORY_AGENT_SYNC_INTERVAL",
+        300,
+        "Seconds between the daemon's rounds of sync with the KB's remote (also shortly after "
+        "a write and at a session's start; 0: only `memory-agent sync`).",
+    ),
+    Setting(
         "clock",
         "MEMORY_AGENT_CLOCK",
         "",
@@ -104,6 +111,13 @@ SETTINGS: tuple[Setting, ...] = (
         "MEMORY_AGENT_RECALL_LIMIT",
         6,
         "At most this many snippets injected before a prompt.",
+    ),
+    Setting(
+        "inject_budget",
+        "MEMORY_AGENT_INJECT_BUDGET",
+        3000,
+        "At most this many characters injected before a prompt, and at a session's start "
+        "(the best snippets first; a snippet that would pass it is left out).",
     ),
     Setting(
         "hook_budget_ms",

@@ -18,6 +18,11 @@ a snapshot of the daemon's, `tools.json`, kept equal by a test) and every tool c
 `not_ready` error naming `memory-agent init`. It looks again at every message, so after
 `memory-agent init` the same session works.
 
+Each call names the folder the session works in (`X-Memory-Agent-Where`), where the daemon
+finds the session's project: the first of the MCP client's roots when the client offers them
+(asked with `roots/list` once the session is initialised, again when they change), else the
+proxy's own working directory (the one the client started it in).
+
 Tool calls that fail here (too large, daemon unreachable) are answered as tool errors in the
 daemon's own shape (`{"error": {"code", "message", "fix"}}`), so the model reads the fix.
 
@@ -29,6 +34,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import os
 import re
 import sys
 import threading
@@ -60,6 +66,22 @@ LATEST_PROTOCOL = "2025-11-25"
 # back-to-back calls then cost one HTTP request each, not two. A daemon gone in between is
 # found at connect (the request was never sent, so any call is resent to a fresh one).
 HEALTH_TRUST_S = 2.0
+ROOTS_ID = "memory-agent/roots"  # the id of the proxy's own roots/list requests to the client
+ROOTS_WAIT_S = 1.0  # how long a call waits for the client's roots before using the cwd
+
+
+def _root_folder(reply: dict[str, Any]) -> str | None:
+    """The first local folder among a roots/list reply's `file://` roots."""
+    from urllib.parse import unquote, urlsplit
+
+    roots = (reply.get("result") or {}).get("roots") if isinstance(reply, dict) else None
+    for root in roots if isinstance(roots, list) else []:
+        uri = root.get("uri") if isinstance(root, dict) else None
+        if isinstance(uri, str) and uri.startswith("file://"):
+            path = unquote(urlsplit(uri).path)
+            if os.path.isabs(path):
+                return path
+    return None
 
 
 def _retry_safe(message: dict[str, Any]) -> bool:
@@ -96,6 +118,11 @@ class Proxy:
         self.protocol_version: str | None = None
         self.caller: str | None = None
         self._healthy_at = -HEALTH_TRUST_S  # monotonic time of the last health check
+        self.where = os.getcwd()  # the session's folder: the client's first root, or ours
+        self._roots_capable = False
+        self._roots_asked = 0
+        self._roots_ready = threading.Event()
+        self._roots_ready.set()
 
     def write(self, obj: dict[str, Any]) -> None:
         try:
@@ -129,7 +156,41 @@ class Proxy:
             self._healthy_at = time.monotonic()
 
     def _post(self, raw: bytes) -> tuple[int, bytes]:
-        return self.client.post_mcp(raw, self.protocol_version, caller=self.caller)
+        return self.client.post_mcp(
+            raw, self.protocol_version, caller=self.caller, where=self.where
+        )
+
+    def _ask_roots(self) -> None:
+        """Ask the client for its roots (the answer comes back on stdin)."""
+        self._roots_asked += 1
+        self._roots_ready.clear()
+        self.write({"jsonrpc": "2.0", "id": f"{ROOTS_ID}/{self._roots_asked}",
+                    "method": "roots/list"})  # fmt: skip
+
+    def _roots(self, message: dict[str, Any]) -> bool:
+        """Handle what concerns the client's roots; True when the message was ours."""
+        method = message.get("method")
+        if method == "initialize":
+            caps = (message.get("params") or {}).get("capabilities") or {}
+            self._roots_capable = isinstance(caps, dict) and "roots" in caps
+            return False
+        if method == "notifications/initialized" and self._roots_capable:
+            self._ask_roots()
+            return False
+        if method == "notifications/roots/list_changed":
+            if self._roots_capable:
+                self._ask_roots()
+            return True
+        msg_id = message.get("id")
+        if method is None and isinstance(msg_id, str) and msg_id.startswith(ROOTS_ID + "/"):
+            folder = _root_folder(message)
+            if folder is not None:
+                self.where = folder
+            elif "error" in message:
+                log.info("the client refused roots/list; using %s", self.where)
+            self._roots_ready.set()
+            return True
+        return False
 
     def handle(self, line: str) -> None:
         """Forward one message; a request always gets a response, whatever fails."""
@@ -146,8 +207,14 @@ class Proxy:
             self._refuse_surrogate(message, *surrogate)
             return
         try:
+            if self._roots(message):
+                return
             if len(line.encode("utf-8")) > MAX_MESSAGE_BYTES:
                 raise too_large(len(line.encode("utf-8")))
+            if message.get("method") == "tools/call":
+                if not self._roots_ready.wait(ROOTS_WAIT_S):  # the session's folder is coming?
+                    log.info("no answer to roots/list; using %s", self.where)
+                    self._roots_ready.set()  # asked once: the next calls do not wait
             self._forward(line, message)
         except MemoryAgentError as exc:
             self.fail(message, exc)

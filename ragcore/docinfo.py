@@ -34,6 +34,11 @@ class DocInfo:
         return str(self.meta.get("type") or "note")
 
     @property
+    def scope(self) -> str:
+        """`global`, or the project (a name or an identity) the document belongs to."""
+        return str(self.meta.get("scope") or "global")
+
+    @property
     def tags(self) -> list[str]:
         tags = self.meta.get("tags") or []
         return [tags] if isinstance(tags, str) else [str(t) for t in tags]
@@ -51,6 +56,7 @@ class DocInfo:
             links=list(self.links),
             status=self.status,
             type=self.type,
+            scope=self.scope,
             tags=self.tags,
         )
         return out

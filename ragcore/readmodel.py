@@ -74,6 +74,10 @@ class _Columns:
     status: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int16))
     type: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int16))
     source: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int16))
+    scope: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int16))
+
+
+COLUMNS = ("status", "type", "source", "scope")  # the filter's one-value fields, a code per row
 
 
 @dataclass
@@ -108,7 +112,7 @@ class ReadModel:
         self._row_doc: list[str | None] = []
         self._free_rows: list[int] = []
         self._cols = _Columns()
-        self._codes = {"status": _Codes(), "type": _Codes(), "source": _Codes()}
+        self._codes = {name: _Codes() for name in COLUMNS}
         self._tags = SetIndex()  # tag -> the rows of the documents carrying it
         self._entities = SetIndex()  # entity -> the rows of the documents naming it
         self._doc_slots: dict[str, list[int]] = {}
@@ -139,9 +143,7 @@ class ReadModel:
         new._doc_row = dict(self._doc_row)
         new._row_doc = list(self._row_doc)
         new._free_rows = list(self._free_rows)
-        new._cols = _Columns(
-            self._cols.status.copy(), self._cols.type.copy(), self._cols.source.copy()
-        )
+        new._cols = _Columns(*(getattr(self._cols, name).copy() for name in COLUMNS))
         new._codes = {name: codes.copy() for name, codes in self._codes.items()}
         new._tags = self._tags.clone()
         new._entities = self._entities.clone()
@@ -170,7 +172,7 @@ class ReadModel:
     def _grow_docs(self, size: int) -> None:
         if size > self._cols.status.size:
             cap = max(size, 2 * self._cols.status.size, 64)
-            for name in ("status", "type", "source"):
+            for name in COLUMNS:
                 old = getattr(self._cols, name)
                 new = np.zeros(cap, dtype=np.int16)
                 new[: old.size] = old
@@ -193,6 +195,7 @@ class ReadModel:
         self._cols.status[row] = self._codes["status"].of(info.status)
         self._cols.type[row] = self._codes["type"].of(info.type)
         self._cols.source[row] = self._codes["source"].of(info.source)
+        self._cols.scope[row] = self._codes["scope"].of(info.scope)
         for tag in info.tags:
             self._tags.add(tag, row)
         for entity in info.entities:
@@ -216,6 +219,9 @@ class ReadModel:
             [str(m.get("type") or "note") for m in metas]  # as DocInfo.type
         )
         self._cols.source[:n] = self._codes["source"].of_each([info.source for info in infos])
+        self._cols.scope[:n] = self._codes["scope"].of_each(
+            [str(m.get("scope") or "global") for m in metas]  # as DocInfo.scope
+        )
         self._tags = SetIndex.build(*tags)
         self._entities = SetIndex.build(*entities)
 
@@ -243,7 +249,8 @@ class ReadModel:
         row = self._doc_row.pop(doc_id)
         self._forget_names(info, row)
         self._row_doc[row] = None
-        self._cols.status[row] = self._cols.type[row] = self._cols.source[row] = 0
+        for name in COLUMNS:
+            getattr(self._cols, name)[row] = 0
         self._free_rows.append(row)
 
     # -- chunks -------------------------------------------------------------------------------
@@ -387,7 +394,7 @@ class ReadModel:
         rows = np.ones(len(self._row_doc), dtype=bool)
         n = rows.size
         for name, values in (("status", flt.statuses), ("type", flt.types),
-                             ("source", flt.sources)):  # fmt: skip
+                             ("source", flt.sources), ("scope", flt.scopes)):  # fmt: skip
             if values is not None:
                 rows &= np.isin(getattr(self._cols, name)[:n], self._codes[name].allowed(values))
         if flt.tags is not None:

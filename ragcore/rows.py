@@ -149,6 +149,6 @@ def server_points(
     return [
         (r.chunk_id, r.dense, {"doc_id": r.doc_id, "status": by_id[r.doc_id].status,
          "type": by_id[r.doc_id].type, "source": by_id[r.doc_id].source,
-         "tags": by_id[r.doc_id].tags})
+         "scope": by_id[r.doc_id].scope, "tags": by_id[r.doc_id].tags})
         for r in rows
     ]  # fmt: skip

@@ -25,7 +25,7 @@ __all__ = ["Filter", "QdrantStore", "qdrant_filter"]
 
 COLLECTION = "chunks"
 _NAMESPACE = uuid.UUID("6f1c1c59-2b0a-4b7e-9a55-7d1f3c3e5a10")
-FILTER_FIELDS = ("doc_id", "status", "type", "source", "tags")
+FILTER_FIELDS = ("doc_id", "status", "type", "source", "scope", "tags")
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Filter:
     tags: tuple[str, ...] | None = None
     statuses: tuple[str, ...] | None = None
     sources: tuple[str, ...] | None = None
+    scopes: tuple[str, ...] | None = None  # `global` or a project; a document without: global
     doc_ids: tuple[str, ...] | None = None
     exclude_ids: frozenset[str] | None = None  # documents never returned (a few, by id)
 
@@ -46,6 +47,8 @@ class Filter:
         if self.statuses is not None and payload.get("status", "active") not in self.statuses:
             return False
         if self.sources is not None and payload.get("source") not in self.sources:
+            return False
+        if self.scopes is not None and (payload.get("scope") or "global") not in self.scopes:
             return False
         if self.tags is not None and not set(payload.get("tags") or ()) & set(self.tags):
             return False
@@ -57,7 +60,8 @@ class Filter:
 
     def is_empty(self) -> bool:
         return not self.exclude_ids and all(
-            v is None for v in (self.types, self.tags, self.statuses, self.sources, self.doc_ids)
+            v is None
+            for v in (self.types, self.tags, self.statuses, self.sources, self.scopes, self.doc_ids)
         )
 
 
@@ -206,6 +210,12 @@ def qdrant_filter(flt: Filter | None):
     ):
         if values is not None:
             must.append(models.FieldCondition(key=key, match=models.MatchAny(any=list(values))))
+    if flt.scopes is not None:  # a point without a scope (written before scopes) is global
+        scoped = models.FieldCondition(key="scope", match=models.MatchAny(any=list(flt.scopes)))
+        unscoped = models.IsEmptyCondition(is_empty=models.PayloadField(key="scope"))
+        must.append(
+            models.Filter(should=[scoped, unscoped] if "global" in flt.scopes else [scoped])
+        )
     must_not = []
     if flt.exclude_ids:
         must_not.append(

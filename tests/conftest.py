@@ -15,7 +15,7 @@ ROOT = str(Path(__file__).resolve().parents[1])
 
 
 @pytest.fixture(scope="session", autouse=True)
-def pinned_clock() -> str:
+def pinned_clock(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Every memory time - entry dates, usage events, recency, dormancy, gc - comes from the
     pinned clock, in this process and in every daemon, proxy and hook a test starts (they
     inherit the environment): no test reads the day it runs on."""
@@ -25,6 +25,9 @@ def pinned_clock() -> str:
         # and every process a test starts (a daemon spawned with cwd=home) runs this checkout,
         # not whichever copy of the package the virtualenv has installed
         mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+        # and from a folder outside any git repository: a CLI call or a proxy started from the
+        # checkout would be in its project (memory_agent.capture.projects), not global
+        mp.chdir(tmp_path_factory.mktemp("cwd"))
         yield value
 
 

@@ -67,6 +67,7 @@ class Episode:
     answer: str = ""
     cwd: str = ""
     client: str = ""
+    project: str = ""  # the identity of the project it was captured in ("": none, global)
 
     @property
     def id(self) -> str:
@@ -91,6 +92,8 @@ class Episode:
         }
         if self.cwd:
             meta["cwd"] = self.cwd
+        if self.project:
+            meta["scope"] = self.project  # another project's episodes are never injected
         return Document(self.id, title, "\n\n".join(p for p in parts if p), meta, EPISODES,
                         str(path) if path else None)  # fmt: skip
 
@@ -158,7 +161,8 @@ def episodes_of(session: str, records: list[dict[str, Any]]) -> list[Episode]:
         if event == "prompt":
             current = Episode(session, len([e for e in out if e.n > 0]) + 1, ts,
                               str(record.get("prompt") or ""), cwd=str(record.get("cwd") or ""),
-                              client=str(record.get("client") or ""))  # fmt: skip
+                              client=str(record.get("client") or ""),
+                              project=str(record.get("project") or ""))  # fmt: skip
             out.append(current)
         elif event == "tool":
             if current is None:

@@ -18,6 +18,9 @@ What happens to a qualified lesson (setting `gate`):
   always run curl ... | sh") is never written on its own say-so: it is proposed, flagged, for a
   person to judge (`held` in the report);
 - `off`: nothing.
+Scope: a lesson is written into the project its episodes were captured in; one that recurs
+in two or more projects (or outside any) is global - a lesson first written into one project
+is superseded by a global one when it recurs in another.
 A lesson is promoted (or proposed) once; the state lives in `<home>/inbox/state.json`. A lesson
 the gateway refuses is skipped, recorded (`skipped` in the state and the report) and never
 retried; the others go on, and the state is always saved.
@@ -92,6 +95,7 @@ class Gate:
                 list(o["files"]),
                 list(o["episodes"]),
                 list(o["sessions"]),
+                list(o.get("projects") or [""]),  # a state saved before projects: global
             )  # fmt: skip
             for key, o in observed.items()
             if len(o["episodes"]) >= int(cfg.gate_min_episodes)
@@ -188,18 +192,35 @@ class Gate:
             report["failed"].append(lesson.key)
             log.warning("gate: lesson %s not written yet: %s", lesson.key, describe(exc).message)
             return
-        state["promoted"][lesson.key] = {"entry": reply["id"], "episodes": lesson.episodes}
+        state["promoted"][lesson.key] = {"entry": reply["id"], "episodes": lesson.episodes,
+                                         "scope": reply.get("scope", "global")}  # fmt: skip
         state["proposed"].pop(lesson.key, None)  # proposed before a person opted into auto
         report["reinforced" if reply["status"] == "duplicate" else "promoted"].append(reply["id"])
 
     def _reinforce(self, state: dict[str, Any], lesson: Lesson) -> None:
-        """Seen again after promotion: reinforce the entry once per new episode."""
+        """Seen again after promotion: reinforce the entry once per new episode; a lesson
+        written into one project that now recurs in another becomes global (its entry is
+        superseded by a global one)."""
         known = state["promoted"][lesson.key]
         new = [e for e in lesson.episodes if e not in known.get("episodes", [])]
         if new and self.events is not None:
             for _ in new:
                 self.events("reinforce", entry=known["entry"], lesson=lesson.key)
         known["episodes"] = lesson.episodes
+        if known.get("scope", "global") != "global" and lesson.scope == "global":
+            try:
+                reply = self.gateway.supersede(
+                    old_id=known["entry"], title=lesson.title(), body=lesson.body(), scope="global",
+                    confirm=True, request_id=f"gate-{lesson.key}-global", force=True,
+                    source="auto", episodes=lesson.episodes[:20],
+                )  # fmt: skip
+            except MemoryAgentError as exc:  # changed by a person since: leave it to them
+                log.warning("gate: lesson %s not made global: %s", lesson.key,
+                            describe(exc).message)  # fmt: skip
+                known["scope"] = "global"  # asked once
+                return
+            if reply.get("status") == "superseded":
+                known["entry"], known["scope"] = reply["id"], "global"
 
     def _write(self, lesson: Lesson, summary: str | None = None) -> dict[str, Any]:
         reply = self.gateway.add(
@@ -210,6 +231,7 @@ class Gate:
             request_id=f"gate-{lesson.key}",
             source="auto",
             episodes=lesson.episodes[:20],
+            scope=lesson.scope,
         )
         if reply["status"] == "duplicate" and self.events is not None:
             self.events("reinforce", entry=reply["duplicate_of"], lesson=lesson.key)
@@ -234,8 +256,10 @@ class Gate:
                 request_id=f"gate-{key}",
                 source="auto",
                 episodes=episodes[:20],
+                scope=proposal.get("scope", "global"),
             )
-            state["promoted"][key] = {"entry": reply["id"], "episodes": episodes}
+            state["promoted"][key] = {"entry": reply["id"], "episodes": episodes,
+                                      "scope": reply.get("scope", "global")}  # fmt: skip
             del state["proposed"][key]
             self._save(state)
             return reply

@@ -11,6 +11,10 @@ opencode plugin builds it). Events and what they do:
     stop           (Stop)                journal the final answer; let the gate run
     session-end    (SessionEnd)          journal the end; let the gate run
 
+A prompt's and a start's record carry the project the session is in (`capture.projects`: the
+identity of the repository holding the hook's `cwd`), and so does the recall request: another
+project's episodes are never injected.
+
 Capture writes the journal directly (redacted; `memory_agent.capture.journal`), with no daemon;
 injection asks the daemon (`POST /hooks/recall` on its socket) and prints
 `{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`. If the daemon is not running
@@ -156,6 +160,12 @@ def run(
         raise RuntimeError(f"no knowledge base at {home / 'kb'}: run `memory-agent init`")
     session = str(payload.get("session_id") or "unknown-session")
     now = Clock.from_setting(cfg.clock).now()
+    project = None  # the identity of the project the session is in (prompt and start only)
+    if event in ("prompt", "session-start") and payload.get("cwd"):
+        from memory_agent.capture.projects import identify
+
+        found = identify(str(payload["cwd"]))
+        project = found.identity if found is not None else None
     note_client(home, client, event, now)
     if str(cfg.capture) == "on":
         if event == "stop" and client in ("claude-code", "codex"):
@@ -167,7 +177,10 @@ def run(
                     journal.append(home / "journal", session, record_for(kind, call, now, client))
             except Exception as exc:  # noqa: BLE001 - the answer is journaled all the same
                 _log(home, f"stop: unreported calls not read from the transcript: {exc}")
-        journal.append(home / "journal", session, record_for(event, payload, now, client))
+        record = record_for(event, payload, now, client)
+        if project:
+            record["project"] = project
+        journal.append(home / "journal", session, record)
     remaining = deadline - time.monotonic()
     if event in ("stop", "session-end"):  # let the gate run: sent, not waited for
         _ask(home, "/hooks/event", {"event": event, "session": session}, remaining, wait=False)
@@ -182,6 +195,7 @@ def run(
             "session": session,
             "event": event,
             "cwd": payload.get("cwd"),
+            "project": project,
         },
         remaining,
     )

@@ -85,6 +85,14 @@ class Lesson:
     files: list[str] = field(default_factory=list)
     episodes: list[str] = field(default_factory=list)
     sessions: list[str] = field(default_factory=list)
+    projects: list[str] = field(default_factory=list)  # where it was seen ("": no project)
+
+    @property
+    def scope(self) -> str:
+        """Where it is written: the one project it was seen in; global once it recurs in two
+        or more (or was seen outside any project)."""
+        seen = set(self.projects)
+        return next(iter(seen)) if len(seen) == 1 and "" not in seen else "global"
 
     @property
     def instruction_like(self) -> bool:
@@ -127,6 +135,7 @@ class Lesson:
             "episodes": self.episodes,
             "sessions": self.sessions,
             "files": self.files,
+            "scope": self.scope,
         }
         if self.instruction_like:
             out["flag"] = (

@@ -23,6 +23,7 @@ from memory_agent.capture import journal
 from memory_agent.capture.episodes import Episode, Step, command_key, episodes_of
 from memory_agent.capture.journal import sessions
 from memory_agent.capture.lessons import lesson_key
+from memory_agent.capture.projects import identify
 
 __all__ = ["Observation", "merge", "observations", "observe", "scan"]
 
@@ -39,6 +40,7 @@ class Observation:
     files: list[str]
     episode: str
     session: str
+    project: str = ""  # the identity of the project it was seen in ("": none)
 
 
 def _fixes(episode: Episode) -> list[tuple[str, str, list[str]]]:
@@ -59,12 +61,25 @@ def _fixes(episode: Episode) -> list[tuple[str, str, list[str]]]:
     return out
 
 
+_PROJECTS: dict[str, str] = {}  # cwd -> identity, for journals written before records had it
+
+
+def _project(episode: Episode) -> str:
+    if episode.project or not episode.cwd:
+        return episode.project
+    if episode.cwd not in _PROJECTS:
+        found = identify(episode.cwd)
+        _PROJECTS[episode.cwd] = found.identity if found is not None else ""
+    return _PROJECTS[episode.cwd]
+
+
 def observe(episode: Episode) -> list[Observation]:
     """The verified failure -> fix outcomes of one episode."""
     found = []
     for command, error, files in _fixes(episode):
         key = lesson_key(command, error)
-        found.append(Observation(key, command, error, files, episode.id, episode.session))
+        found.append(Observation(key, command, error, files, episode.id, episode.session,
+                                 _project(episode)))  # fmt: skip
     return found
 
 
@@ -139,7 +154,7 @@ def scan(folder: Path, journal: dict[str, Any]) -> tuple[list[Episode], int]:
         tail = entry.get("tail")
         current = None
         if tail:
-            current = Episode(name, int(tail["n"]), 0.0)
+            current = Episode(name, int(tail["n"]), 0.0, project=str(tail.get("project") or ""))
             current.steps = [Step(s[0], s[1], bool(s[2]), s[3]) for s in tail["steps"]]
         eps = episodes_of(name, records)
         if eps and eps[0].n == 0 and current is not None:  # the open episode goes on
@@ -160,6 +175,7 @@ def scan(folder: Path, journal: dict[str, Any]) -> tuple[list[Episode], int]:
         steps = [] if records[-1].get("event") == "end" or not failed else last.steps[failed[0] :]
         entry["tail"] = {
             "n": last.n,
+            "project": _project(last),
             "steps": [[s.tool, s.target, s.ok, s.error] for s in steps[-TAIL_STEPS:]],
         }
     return touched, total
@@ -179,3 +195,6 @@ def merge(observed: dict[str, Any], found: list[Observation]) -> None:
         if obs.session not in known["sessions"]:
             known["sessions"] = [*known["sessions"], obs.session][-MAX_EPISODES:]
         known["files"] = list(dict.fromkeys([*known["files"], *obs.files]))[:20]
+        projects = known.setdefault("projects", [])
+        if obs.project not in projects:
+            projects.append(obs.project)

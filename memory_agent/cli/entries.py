@@ -19,6 +19,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         request_id=args.request_id,
         force=args.force or None,
         links=links_arg(args),
+        scope=args.scope,
     )
     return emit(args, reply, print_write)
 
@@ -36,6 +37,7 @@ def cmd_supersede(args: argparse.Namespace) -> int:
         request_id=args.request_id,
         force=args.force or None,
         links=links_arg(args),
+        scope=args.scope,
     )
     return emit(args, reply, print_write)
 
@@ -77,6 +79,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         include_episodes=args.episodes or None,
         explain=args.explain,
         as_of=args.as_of,
+        scope=args.scope,
     )
 
     def human(r: dict) -> None:
@@ -86,6 +89,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             print("no matches")
         for n, h in enumerate(r["hits"], start=1):
             ro = "" if h["writable"] else f" [read-only: {h['source']}]"
+            if h.get("scope", "global") != "global":
+                ro += f" [{h['scope']}]"
             if h.get("status") == "archived":
                 ro += " [archived]"
             print(
@@ -145,3 +150,45 @@ def cmd_accept(args: argparse.Namespace) -> int:
 def cmd_reject(args: argparse.Namespace) -> int:
     reply = call(args, "memory_reject", id=args.id, reason=args.reason)
     return emit(args, reply, lambda r: print(f"rejected {r['id']}: never proposed again"))
+
+
+def cmd_project(args: argparse.Namespace) -> int:
+    """The project a folder is in; its name in this memory's KB, if entries were written there.
+    Reads git and kb/projects.yaml: no daemon."""
+    import os
+    from pathlib import Path
+
+    from memory_agent import config
+    from memory_agent.capture.projects import identify
+    from memory_agent.errors import NotFound
+    from memory_agent.kb.scopes import MAP_FILE, ScopeMap
+
+    folder = os.path.abspath(args.dir)
+    if not os.path.isdir(folder):
+        raise NotFound(f"{folder} is not a folder", "name a folder inside the repository")
+    project = identify(folder)
+    kb = Path(os.path.expanduser(str(config.load({"home": getattr(args, "home", None)}).home)))
+    kb = kb / "kb"
+    name = ScopeMap.read(kb).name_of(project.identity) if project and kb.is_dir() else None
+    reply = {
+        "folder": folder,
+        "project": project.identity if project else None,
+        "root": project.root if project else None,
+        "remote": project.remote if project else None,
+        "local": project.local if project else None,
+        "name": name,
+    }
+
+    def human(r: dict) -> None:
+        if project is None:
+            print(f"{folder}: not in a git repository - no project (entries written here are "
+                  "global)")  # fmt: skip
+            return
+        print(project.describe())
+        print(f"root: {project.root}")
+        if name:
+            print(f"name: {name} (kb/{MAP_FILE})")
+        else:
+            print(f"name: none yet (given when the first entry is written here; kb/{MAP_FILE})")
+
+    return emit(args, reply, human)

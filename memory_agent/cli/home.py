@@ -284,3 +284,60 @@ def cmd_web(args: argparse.Namespace) -> int:
     if args.web_home:
         argv += ["--home", args.web_home]
     return web_main(argv)
+
+
+def cmd_remote(args: argparse.Namespace) -> int:
+    from urllib.parse import quote
+
+    from memory_agent.errors import Invalid
+
+    client = daemon_client(args)
+    if args.action == "set":
+        if not args.url:
+            raise Invalid(
+                "remote set: no URL", "memory-agent remote set URL (a path, ssh or https)"
+            )
+        reply = client.admin(f"remote?url={quote(args.url, safe='')}")
+        return emit(args, reply, lambda r: print(f"remote: {r['remote']} (branch {r['branch']})"))
+    reply = client.admin("remote", method="GET")
+    return emit(args, reply, print_remote)
+
+
+def print_remote(r: dict) -> None:
+    if not r.get("remote"):
+        print("no remote: `memory-agent remote set URL` shares this KB through git")
+        return
+    print(f"remote {r['remote']} (branch {r['branch']})")
+    ahead, behind = r.get("ahead"), r.get("behind")
+    print(f"  ahead {ahead if ahead is not None else '?'}, behind {behind}; last sync "
+          f"{r.get('last_sync') or 'never'}")  # fmt: skip
+    if r.get("last_error"):
+        e = r["last_error"]
+        print(f"  last error: {e['code']}: {e['message']}\n  fix: {e['fix']}")
+    if r.get("stopped"):
+        print(f"  STOPPED: {r['stopped']}")
+    for fork in r.get("forks") or []:
+        print(f"  fork: {fork['id']} superseded by {', '.join(fork['successors'])} - "
+              "supersede one successor with the other")  # fmt: skip
+    for v in r.get("variants") or []:
+        print(
+            f"  variant: kb/{v['variant']} (another machine's text of {v['path']}; the "
+            "served one is upstream's - merge what matters by hand, then delete the variant)"
+        )
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    reply = daemon_client(args).admin("remote-sync")
+
+    def human(r: dict) -> None:
+        print(f"synced {r['branch']}: pulled {r['pulled']}, pushed {r['pushed']}, replayed "
+              f"{r['replayed']} commit(s){' (joined the remote history)' if r['joined'] else ''}")  # fmt: skip
+        for x in r.get("renamed") or []:
+            print(f"  the same new id on both machines: this machine's {x['id']} is now "
+                  f"{x['replayed_as']}")  # fmt: skip
+        for fork in r.get("forks") or []:
+            print(f"  fork: {fork['id']} superseded by {', '.join(fork['successors'])}")
+        for v in r.get("variants") or []:
+            print(f"  variant kept: kb/{v['variant']} ({v['why']})")
+
+    return emit(args, reply, human)

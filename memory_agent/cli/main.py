@@ -1,5 +1,5 @@
 """`memory-agent ...`: the argument tree (`build_parser`) and the dispatch (`main`). The command
-shells are in `memory_agent.cli.entries`, `.home` and `.evaluate`."""
+shells are in `memory_agent.cli.entries`, `.home`, `.imports` and `.evaluate`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import sys
 
 from memory_agent import __version__
-from memory_agent.cli import entries, evaluate, home
+from memory_agent.cli import entries, evaluate, home, imports
 
 EMBEDDERS = ("minilm", "bge-m3")
 
@@ -16,6 +16,10 @@ TYPES_HELP = (
     "principle, correction, decision, guideline, pitfall, process, model, fact, preference or note"
 )
 HOME_HELP = "the memory's home directory (default: $MEMORY_AGENT_HOME, else ~/.memory-agent)"
+PROJECT_HELP = (
+    "act from another project: a folder in its repository, its name or its identity "
+    "(default: the working directory's project; see `memory-agent project`)"
+)
 EXIT_CODES = """exit status: 0 success; 2 refused or bad arguments (nothing was written; the message
 says why and what to do); 1 an unexpected failure (a bug: a traceback follows); 130
 interrupted (Ctrl-C); 141 the reader closed the pipe (`| head`)."""
@@ -134,6 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a typed link to an existing entry (references, derived_from, contained_in, "
         "contradicts), e.g. derived_from:old-entry-id; repeatable",
     )
+    p.add_argument(
+        "--scope",
+        help="the project the entry belongs to: project (default: the one the working "
+        "directory is in; global outside a repository), global, or a project's name or identity",
+    )
+    p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
 
     p = command("get", entries.cmd_get, "show one entry, read from disk")
     p.add_argument("id", help="the entry's id, as search shows it")
@@ -154,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--explain", action="store_true", help="show each channel's rank and every ranking signal"
     )
+    p.add_argument(
+        "--scope",
+        help="where to look: project (default: the working directory's project and global), "
+        "global, all, or a project's name or identity (that project and global)",
+    )
+    p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
 
     p = command(
         "supersede",
@@ -176,6 +192,71 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KIND:ID",
         help="the new entry's typed links (default: the old entry's), e.g. references:other-id",
     )
+    p.add_argument(
+        "--scope",
+        help="the new entry's project: project (the working directory's), global, or a "
+        "project's name or identity (default: the old entry's)",
+    )
+    p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
+
+    p = command(
+        "remote",
+        home.cmd_remote,
+        "show or set the git remote the knowledge base syncs with",
+        "Without arguments, show the KB's remote, the last sync, how many commits are ahead "
+        "and behind, and anything waiting for a person (forks, variants, a stop). `remote set "
+        "URL` sets it: any URL git accepts (a path, ssh, https); credentials are git's "
+        "business (ssh agent, credential helper) and are never stored here. The daemon then "
+        "syncs on its own every sync_interval seconds, shortly after a write and at a session's "
+        "start.",
+    )
+    p.add_argument("action", nargs="?", choices=("set", "show"), default="show",
+                   help="show (default) or set")  # fmt: skip
+    p.add_argument("url", nargs="?", help="with set: the remote's URL")
+
+    p = command(
+        "sync",
+        home.cmd_sync,
+        "sync the knowledge base with its git remote now (fetch, replay, push - never force)",
+        "One round now: fetch the remote; replay this machine's unpushed commits on top of it "
+        "(off the working tree; conflicts resolved by meaning, nothing lost, no conflict "
+        "markers); move the branch under the write lock, keeping a rescue ref of the old head "
+        "(refs/memory-agent/rescue/...); scan the commits to publish for secrets; push. Exits "
+        "non-zero naming the fix when the remote is unreachable, a commit holds a secret, or "
+        "the remote's history was rewritten.",
+    )
+
+    p = command(
+        "project",
+        entries.cmd_project,
+        "print the project a folder belongs to (its identity) and its name in the memory",
+        "Print the identity of the project DIR (default: the working directory) is in: the "
+        "normalised URL of its repository's origin remote (else its first remote), shared by "
+        "every clone and worktree; a repository without a remote is identified by its root's "
+        "path, which is local to this machine; outside a repository there is no project "
+        "(global). Also the short name entries use for it, once one was written there.",
+    )
+    p.add_argument("dir", nargs="?", default=".", help="a folder (default: the working one)")
+
+    p = command(
+        "import",
+        imports.cmd_import,
+        "import CLAUDE.md, AGENTS.md, Cursor rules, Claude Code's memory or a notes folder",
+        "Read Markdown files (a file, or every .md/.mdc file in a folder) and show the entries "
+        "they would become: one per second-level (##) section, titled by its heading, typed "
+        "where the heading says (pitfalls, conventions, decisions, preferences), else note; "
+        "secrets redacted; duplicates of the KB or of each other left out. With --confirm, "
+        "write them in one commit naming the source. Importing a file again writes only what "
+        "changed: an edited section supersedes the entry it made.",
+    )
+    p.add_argument("path", nargs="+", metavar="PATH", help="a Markdown file or a folder")
+    p.add_argument(
+        "--scope",
+        help="the project new entries belong to: project (default: the one the working "
+        "directory is in; global outside a repository), global, or a project's name or identity",
+    )
+    p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
+    p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
 
     p = command("archive", entries.cmd_archive, "retire an entry with a reason (preview first)")
     p.add_argument("id", help="the id of the entry to retire")

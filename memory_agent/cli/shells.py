@@ -32,8 +32,15 @@ def daemon_client(args: argparse.Namespace):
 
 
 def call(args: argparse.Namespace, name: str, **arguments) -> dict:
+    """One tool call through the daemon, from the project of `--project` (a folder, a name
+    or an identity) or of the working directory."""
+    import os
+
+    where = getattr(args, "project", None)
+    if where and os.path.isdir(where):
+        where = os.path.abspath(where)
     return daemon_client(args).call_tool(
-        name, {k: v for k, v in arguments.items() if v is not None}
+        name, {k: v for k, v in arguments.items() if v is not None}, where=where
     )
 
 

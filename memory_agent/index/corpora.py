@@ -1,7 +1,11 @@
 """Read-only corpora: Markdown from the user's project repositories, listed in `repos.json`.
 
     [{"label": "agent-infra", "path": "/home/me/src/agent-infra",
-      "include": ["docs/**", "*.md"], "exclude": ["docs/archive/**"]}]
+      "include": ["docs/**", "*.md"], "exclude": ["docs/archive/**"], "scope": "global"}]
+
+`scope` (default `global`: a corpus exists to be searched from anywhere) may be `project` (the
+project the corpus's folder is in, by its identity), a project's short name or an identity:
+then its documents are found only from that project (or with `scope: all`).
 
 Ids are `<label>/<relative path>`, so two repositories' README.md stay apart. Only `.md` files;
 hidden folders, `.git`, `node_modules`, `outputs`, build and cache folders are never read. One
@@ -20,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memory_agent.capture.projects import GLOBAL, identify
 from memory_agent.errors import CorpusError
 from ragcore import Document, PathRule, load_markdown
 
@@ -35,6 +40,7 @@ class Corpus:
     path: Path
     include: tuple[str, ...] = ("*.md",)
     exclude: tuple[str, ...] = ()
+    scope: str = GLOBAL
     rule: PathRule = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -82,7 +88,15 @@ def load_corpora(repos_file: Path) -> list[Corpus]:
         if not all(isinstance(p, str) for p in [*include, *exclude]):
             raise CorpusError(f"{where}: include and exclude are lists of glob patterns")
         path = Path(os.path.expanduser(str(row["path"])))
-        corpora.append(Corpus(label, path, tuple(include), tuple(exclude)))
+        scope = row.get("scope", GLOBAL)
+        if not isinstance(scope, str) or not scope.strip():
+            raise CorpusError(
+                f"{where}: scope must be global, project, a project's name or its identity"
+            )
+        if scope == "project":  # the repository the corpus lives in
+            project = identify(path)
+            scope = project.identity if project is not None else GLOBAL
+        corpora.append(Corpus(label, path, tuple(include), tuple(exclude), scope.strip()))
     return corpora
 
 
@@ -96,6 +110,8 @@ def load_corpus_document(corpus: Corpus, rel: str, full: Path) -> Document:
     doc = load_markdown(full, f"{corpus.label}/{rel}", source=corpus.label)
     meta = {k: v for k, v in doc.meta.items() if k in ("tags", "type", "created")}
     meta["status"] = "active"
+    if corpus.scope != GLOBAL:
+        meta["scope"] = corpus.scope
     if not isinstance(meta.get("type"), str):
         meta["type"] = "note"
     return Document(doc.id, doc.title, doc.body, meta, doc.source, doc.path)

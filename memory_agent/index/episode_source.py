@@ -2,7 +2,9 @@
 files) derived into its episodes (`capture.episodes`), and what changed since the index saw
 them. A session is re-derived only when the stamps of its files changed; its episode ids are
 numbered from 0 or 1 up, and the ids it no longer has are dropped. Episodes that started
-before `since()` (the journal's retention) are not indexed.
+before `since()` (the journal's retention) are not indexed. An episode's scope is the project
+its prompt was captured in (the hook records it; a journal written before that is resolved
+from the `cwd` it recorded).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from memory_agent.capture.episodes import EPISODES, load_session
 from memory_agent.capture.journal import sessions
+from memory_agent.capture.projects import identify
 from memory_agent.index.changes import Changes, Known, stamp_of
 from memory_agent.index.watch import Watcher
 from ragcore import DocInfo
@@ -37,6 +40,7 @@ class EpisodeSource:
         self.journal_dir = journal_dir
         self.since = since  # episodes that started before are not indexed
         self.reads = 0  # sessions read and derived (part of Scanner.reads)
+        self._projects: dict[str, str] = {}  # cwd -> project identity, for old journals
 
     def full(
         self, known: Known, indexed: Callable[[], Iterable[DocInfo]], out: Changes,
@@ -56,6 +60,13 @@ class EpisodeSource:
             ids = self.changed(name, paths, known, out, indexed_by_session.get(name))
             seen.update((i, paths[-1]) for i in ids)
         return seen
+
+    def project_of(self, cwd: str) -> str:
+        """The identity of the project `cwd` is in ("" outside one), asked of git once."""
+        if cwd not in self._projects:
+            project = identify(cwd)
+            self._projects[cwd] = project.identity if project is not None else ""
+        return self._projects[cwd]
 
     def holds(self, path: Path) -> bool:
         """Whether a path the watcher reported is in the journal."""
@@ -77,17 +88,18 @@ class EpisodeSource:
         indexed: set[str] | None,
     ) -> set[str]:
         """Re-derive a session's episodes if its files changed; the ids it now has."""
-        stamp = ";".join(f"{p.name}:{stamp_of(p.stat())}" for p in paths if p.exists())
+        # `scoped;`: episodes indexed before they carried their project are derived once more
+        stamp = "scoped;" + ";".join(f"{p.name}:{stamp_of(p.stat())}" for p in paths if p.exists())
         first = known(f"{EPISODES}/{name}/1") or known(f"{EPISODES}/{name}/0")
         if first is not None and first.stamp == stamp and indexed is not None:
             return indexed  # unchanged since it was indexed
         self.reads += 1
         since = self.since()
-        docs = [
-            dataclasses.replace(e.to_document(paths[-1]), stamp=stamp)
-            for e in load_session(paths, name)
-            if e.started >= since
-        ]
+        episodes = [e for e in load_session(paths, name) if e.started >= since]
+        for e in episodes:
+            if not e.project and e.cwd:  # journaled before the hook recorded the project
+                e.project = self.project_of(e.cwd)
+        docs = [dataclasses.replace(e.to_document(paths[-1]), stamp=stamp) for e in episodes]
         ids = {d.id for d in docs}
         for doc in docs:
             info = known(doc.id)

@@ -22,8 +22,9 @@ def link_graph(index: Any) -> dict[str, list[tuple[str, str]]]:
     links: dict[str, list[tuple[str, str]]] = {}
     for info in index.docs():
         links[info.id] = read_links(info.meta.get("links"), info.links)  # bounded
-        if info.meta.get("superseded_by"):
-            successor[info.id] = str(info.meta["superseded_by"])
+        successors = info.meta.get("superseded_by")
+        if successors:  # a fork (two machines superseded it) leads on to the first successor
+            successor[info.id] = str(successors[0] if isinstance(successors, list) else successors)
     graph: dict[str, list[tuple[str, str]]] = {}
     for doc, targets in links.items():
         for target, kind in targets:

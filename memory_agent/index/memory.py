@@ -186,6 +186,14 @@ class Memory:
         with self.write_lock:
             return self._sync(force=force)
 
+    def refresh_paths(self, paths: list[Path]) -> dict[str, Any]:
+        """Bring these files' documents in line (a sync's pull: the files between the old
+        head and the new); the rest of the index is not looked at. Holds the write lock."""
+        with self.write_lock:
+            if not self.index.exists():
+                return self._sync(force=True)
+            return self._apply(self.scanner.paths_changed(paths, self.index.doc))
+
     def sync_for_read(self) -> dict[str, Any] | None:
         """A sync before a read, unless a write is in flight (then None: the read answers from
         the live snapshot and the write applies what changed). Waits only while there is no
@@ -241,15 +249,21 @@ class Memory:
         if key and meta.get("status", "active") == "active":
             self._keys.setdefault(str(key), set()).add(doc_id)
 
-    def same_text(self, key: str, exclude: set[str] = frozenset()) -> str | None:
-        """An active KB entry whose normalised title and body have this content key."""
+    def same_text(
+        self, key: str, exclude: set[str] = frozenset(), scopes: tuple[str, ...] | None = None
+    ) -> str | None:
+        """An active KB entry whose normalised title and body have this content key (in one
+        of `scopes`; None: any)."""
         if self._keys is None:
             self._keys = {}
             for info in self.index.docs():
                 if info.source == KB_SOURCE:
                     self._remember_key(info.id, info.meta)
         for doc_id in sorted(self._keys.get(key, ())):
-            if doc_id not in exclude:
+            if doc_id in exclude:
+                continue
+            info = self.index.doc(doc_id) if scopes is not None else None
+            if scopes is None or (info is not None and info.scope in scopes):
                 return doc_id
         return None
 

@@ -150,13 +150,18 @@ class Scanner:
         return doc
 
     def _corpus_loader(self, corpus: Corpus, rel: str):
-        return lambda p, s: dataclasses.replace(load_corpus_document(corpus, rel, p), stamp=s)
+        def load(p: Path, s: str) -> Document:
+            return dataclasses.replace(load_corpus_document(corpus, rel, p), stamp=s)
+
+        # the stamp names the corpus's scope: a scope changed in repos.json re-reads its files
+        load.salt = "" if corpus.scope == "global" else f"@{corpus.scope}"  # type: ignore[attr-defined]
+        return load
 
     def _consider(
         self, doc_id: str, path: Path, st: os.stat_result, loader, known: Known, out: Changes
     ) -> None:
         """Queue `path` if the index does not hold it as it is on disk now."""
-        stamp = stamp_of(st)
+        stamp = stamp_of(st) + getattr(loader, "salt", "")
         info = known(doc_id)
         if info is not None and info.stamp == stamp and info.path == str(path):
             self._broken.discard(doc_id)
@@ -173,6 +178,15 @@ class Scanner:
             out.upserts.append(doc)
 
     # -- scans ----------------------------------------------------------------------------
+    def paths_changed(self, paths: Iterable[Path], known: Known) -> Changes:
+        """What to change in the index for these paths alone (a sync's pull names the files
+        between two commits: nothing else is looked at)."""
+        corpora = self.current_corpora()
+        out = Changes()
+        for path in sorted(set(paths)):
+            self._path_changed(path, corpora, known, out)
+        return out
+
     def changes(self, known: Known, indexed: Callable[[], Iterable[DocInfo]]) -> Changes:
         """What to change in the index. A full scan when there is no watcher, when the
         watcher asks for one, or when repos.json or a corpus root's availability changed;

@@ -2,6 +2,10 @@
 normalised text (`match: exact`), or one whose similarity is at or above the embedder's
 threshold (`match: near`, `policy.dedup_threshold`, calibrated in experiments/dedup-threshold).
 
+Scopes: an entry written into a project is compared with that project's entries and the global
+ones; a global entry with every entry (a lesson a project already holds is not copied to global
+by hand - the gate promotes one that recurs). `scopes_seen` says which.
+
 The similarity is the cosine of the new text's first chunk's dense vector against every stored
 chunk of the active KB entries: `nearest`, which the calibration uses too.
 """
@@ -21,23 +25,33 @@ if TYPE_CHECKING:
 __all__ = ["find_duplicate", "nearest"]
 
 
+def scopes_seen(scope: str) -> tuple[str, ...] | None:
+    """The scopes a new entry in `scope` is compared with (None: all)."""
+    return None if scope == "global" else (scope, "global")
+
+
 def find_duplicate(
-    memory: Memory, title: str, body: str, exclude: set[str]
+    memory: Memory, title: str, body: str, exclude: set[str], scope: str = "global"
 ) -> dict[str, Any] | None:
     """An active KB entry with the same normalised text, or a near-duplicate above the
-    embedder's threshold."""
-    same = memory.same_text(content_key(title, body), exclude)
+    embedder's threshold, among the entries a new one in `scope` is compared with."""
+    seen = scopes_seen(scope)
+    same = memory.same_text(content_key(title, body), exclude, seen)
     if same is not None:
         return {"duplicate_of": same, "score": 1.0, "match": "exact"}
     threshold = dedup_threshold(memory.cfg.embedder)
-    near = nearest(memory, title, body, exclude)
+    near = nearest(memory, title, body, exclude, seen)
     if near is not None and near[1] >= threshold:
         return {"duplicate_of": near[0], "score": round(near[1], 4), "match": "near"}
     return None
 
 
 def nearest(
-    memory: Memory, title: str, body: str, exclude: set[str] = frozenset()
+    memory: Memory,
+    title: str,
+    body: str,
+    exclude: set[str] = frozenset(),
+    scopes: tuple[str, ...] | None = None,
 ) -> tuple[str, float] | None:
     """The active KB entry most similar to this text (cosine of the first chunk's dense
     vector against every stored chunk), or None. The dedup decision and its calibration
@@ -45,7 +59,7 @@ def nearest(
     hits = memory.index.similar(
         Document("new", title, body),
         limit=1,
-        flt=Filter(statuses=("active",), sources=(KB_SOURCE,)),
+        flt=Filter(statuses=("active",), sources=(KB_SOURCE,), scopes=scopes),
         exclude=exclude,
     )
     return hits[0] if hits else None

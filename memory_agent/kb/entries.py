@@ -12,8 +12,10 @@ An entry is `kb/<type>/<id>.md`: YAML frontmatter, then a Markdown body.
     ---
     The client takes an exclusive file lock ...
 
-Required: id, title, type, status, created. Lifecycle: supersedes, superseded_by, superseded_at,
-archived_at, archive_reason. Optional: tags, source, updated. `validate` returns every problem
+Required: id, title, type, status, created. Lifecycle: supersedes, superseded_by (one id, or a
+list of ids when two machines superseded one entry: a fork a sync leaves), superseded_at,
+archived_at, archive_reason. Optional: scope (`global` when absent, or a project's short name
+from `kb/projects.yaml`: `memory_agent.kb.scopes`), tags, links, source, episodes, updated. `validate` returns every problem
 at once, each naming the field, what is wrong and how to fix it; `ValidationError` carries them.
 """
 
@@ -30,6 +32,7 @@ import yaml
 
 from memory_agent.clock import parse_time
 from memory_agent.errors import Invalid
+from memory_agent.kb.scopes import check_scope
 from memory_agent.limits import MAX_BODY, MAX_TITLE, not_one_line
 from ragcore import Document, normalize_text
 
@@ -57,8 +60,8 @@ ENTRY_TYPES = ("principle", "correction", "decision", "guideline", "pitfall", "p
 STATUSES = ("active", "superseded", "archived")
 REQUIRED = ("id", "title", "type", "status", "created")
 LIFECYCLE = ("supersedes", "superseded_by", "superseded_at", "archived_at", "archive_reason")
-OPTIONAL = ("tags", "links", "source", "updated", "episodes")
-KEY_ORDER = REQUIRED + ("tags", "links") + LIFECYCLE + ("source", "episodes", "updated")
+OPTIONAL = ("scope", "tags", "links", "source", "updated", "episodes")
+KEY_ORDER = REQUIRED + ("scope", "tags", "links") + LIFECYCLE + ("source", "episodes", "updated")
 # Typed links an author writes in the frontmatter (`links: {derived_from: [id], ...}`), besides
 # the [[wikilinks]] of the body; their weights in the ranking are in memory_agent.kb.policy.
 LINK_KINDS = ("references", "derived_from", "contained_in", "contradicts")
@@ -168,6 +171,11 @@ class Entry:
         meta.update(self.extra)
         return {k: meta[k] for k in KEY_ORDER if k in meta}
 
+    @property
+    def scope(self) -> str:
+        """`global`, or the short name of the project the entry belongs to."""
+        return str(self.extra.get("scope") or "global")
+
     def to_document(self, path: str | None = None) -> Document:
         meta = {k: v for k, v in self.meta.items() if k not in ("id", "title")}
         meta["key"] = content_key(self.title, self.body)  # for exact-duplicate detection
@@ -222,6 +230,10 @@ def validate(meta: dict[str, Any], body: str) -> list[str]:
             problems.append(
                 f"{key}: {meta[key]!r} is not a date; use ISO 8601 like 2026-11-30T09:00:00Z"
             )
+    if meta.get("scope") is not None:
+        problem = check_scope(meta["scope"])
+        if problem:
+            problems.append(problem)
     tags = meta.get("tags")
     if tags is not None:
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
@@ -245,10 +257,12 @@ def validate(meta: dict[str, Any], body: str) -> list[str]:
         problems.append("episodes: must be a list of episode ids, like [episodes/<session>/3]")
     if meta.get("source") not in (None, "") and not isinstance(meta["source"], str):
         problems.append("source: must be text, such as auto")
-    if meta.get("superseded_by") not in (None, ""):
-        problem = check_id(meta["superseded_by"], "superseded_by")
-        if problem:
-            problems.append(problem)
+    successors = meta.get("superseded_by")
+    if successors not in (None, ""):  # one id, or a list when two machines superseded it
+        for successor in successors if isinstance(successors, list) else [successors]:
+            problem = check_id(successor, "superseded_by")
+            if problem:
+                problems.append(problem)
     status = meta.get("status")
     if status == "superseded" and not (meta.get("superseded_by") and meta.get("superseded_at")):
         problems.append(
@@ -356,7 +370,9 @@ def parse_entry(text: str, source: str = "<text>") -> Entry:
     if problems:
         raise ValidationError(problems)
     extra = {
-        k: meta[k] for k in LIFECYCLE + ("links", "source", "episodes", "updated") if k in meta
+        k: meta[k]
+        for k in ("scope",) + LIFECYCLE + ("links", "source", "episodes", "updated")
+        if k in meta
     }
     return Entry(
         id=meta["id"],

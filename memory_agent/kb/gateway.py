@@ -43,7 +43,10 @@ from memory_agent.kb.checks import (
 from memory_agent.kb.dedup import find_duplicate
 from memory_agent.kb.entries import content_key, entry_path, render_entry
 from memory_agent.kb.gitrepo import KBRepo
+from memory_agent.kb.import_plan import plan_import
+from memory_agent.kb.imports import clean_sections
 from memory_agent.kb.intents import Intent, RedoLog, RequestLog, fingerprint
+from memory_agent.kb.scopes import MAP_FILE, resolve
 
 __all__ = ["Gateway"]
 
@@ -168,23 +171,32 @@ class Gateway:
         source: str | None = None,
         episodes: list[str] | None = None,
         links: Any = None,
+        scope: str | None = None,
+        project: str | None = None,
     ) -> dict[str, Any]:
         """`source` and `episodes` are set by the ingest gate (`source: auto`, the episodes a
         lesson came from); the tools do not expose them. `links`: typed links to other
-        entries ({kind: [id, ...]}, kinds in `kb.LINK_KINDS`)."""
+        entries ({kind: [id, ...]}, kinds in `kb.LINK_KINDS`). `scope`: None or "project"
+        (the session's, whose identity is `project`; global without one), "global", a
+        project's name or identity (`memory_agent.kb.scopes.resolve`)."""
         with self.memory.session():
             tags = clean_tags(tags)
+            name, new_map = resolve(scope, project, self.memory.kb_dir)
             args = {"title": title, "body": body, "type": type, "tags": tags, "force": force}
             if links:
                 args["links"] = links
+            if name != "global":
+                args["scope"] = name
             replay, request = self._begin(request_id, "memory_add", args)
             if replay is not None:
                 return replay
             extra = {k: v for k, v in (("source", source), ("episodes", episodes)) if v}
             if links:
                 extra["links"] = clean_links(self.memory, links)
+            if name != "global":
+                extra["scope"] = name
             entry = new_entry(self.memory, title, body, type, tags, **extra)
-            duplicate = find_duplicate(self.memory, entry.title, entry.body, exclude=set())
+            duplicate = find_duplicate(self.memory, entry.title, entry.body, set(), name)
             message = f"memory: add {entry.id}"
             if duplicate is not None:
                 if not (force and duplicate["match"] == "near"):
@@ -201,10 +213,16 @@ class Gateway:
                     f"(similarity {duplicate['score']})."
                 )
             path = entry_path(self.memory.kb_dir, entry.type, entry.id)
-            reply: dict[str, Any] = {"status": "created", "id": entry.id, "path": str(path)}
+            reply: dict[str, Any] = {"status": "created", "id": entry.id, "path": str(path),
+                                     "scope": name}  # fmt: skip
             if force and duplicate is not None:
                 reply["forced_past"] = duplicate["duplicate_of"]
-            return self._apply({path: render_entry(entry)}, message, request, reply)
+            files = {path: render_entry(entry)}
+            if new_map is not None:  # the project's first entry: its name, in the same commit
+                files[self.memory.kb_dir / MAP_FILE] = new_map
+                check_committed(self.repo, self.memory.kb_dir / MAP_FILE)
+                message += f"\n\nNew scope {name} (kb/{MAP_FILE})."
+            return self._apply(files, message, request, reply)
 
     def supersede(
         self,
@@ -217,14 +235,22 @@ class Gateway:
         request_id: str | None = None,
         force: bool = False,
         links: Any = None,
+        scope: str | None = None,
+        project: str | None = None,
+        source: str | None = None,
+        episodes: list[str] | None = None,
     ) -> dict[str, Any]:
-        """`links` replaces the old entry's typed links; None keeps them."""
+        """`links` replaces the old entry's typed links; None keeps them. `scope`: None keeps
+        the old entry's (a replacement stays where the old one was seen); otherwise as in
+        `add`. `source` and `episodes`: as in `add` (the gate's; not exposed by the tools)."""
         with self.memory.session():
             new_tags = clean_tags(tags) if tags is not None else None
             args = {"old_id": old_id, "title": title, "body": body, "type": type,
                     "tags": new_tags, "force": force}  # fmt: skip
             if links is not None:
                 args["links"] = links
+            if scope is not None:
+                args["scope"] = scope
             if confirm:
                 replay, request = self._begin(request_id, "memory_supersede", args)
                 if replay is not None:
@@ -245,15 +271,20 @@ class Gateway:
                 )
             new_type = type or old.type
             new_tags = new_tags if new_tags is not None else list(old.tags)
+            name, new_map = (
+                (old.scope, None) if scope is None else resolve(scope, project, self.memory.kb_dir)
+            )
             if (
                 isinstance(title, str)
                 and isinstance(body, str)
                 and content_key(title, body) == content_key(old.title, old.body)
                 and new_type == old.type
                 and sorted(new_tags) == sorted(old.tags)
+                and name == old.scope
             ):
                 raise Invalid(
-                    f"nothing changed: the new title, body, type and tags are those of {old_id}",
+                    f"nothing changed: the new title, body, type, tags and scope are those of "
+                    f"{old_id}",
                     "change what is wrong in the title or body, or leave the entry as it is",
                 )
             new_links = (
@@ -267,11 +298,16 @@ class Gateway:
                 self._when("memory_supersede", args, confirm),
                 supersedes=[old.id],
                 **({"links": new_links} if new_links else {}),
+                **({"scope": name} if name != "global" else {}),
+                **{k: v for k, v in (("source", source), ("episodes", episodes)) if v},
             )  # fmt: skip
             old.status = "superseded"
             old.extra.update(superseded_by=new.id, superseded_at=new.created)
             new_path = entry_path(self.memory.kb_dir, new.type, new.id)
             files = {new_path: render_entry(new), old_path: render_entry(old)}
+            if new_map is not None:
+                files[self.memory.kb_dir / MAP_FILE] = new_map
+                check_committed(self.repo, self.memory.kb_dir / MAP_FILE)
             for path in files:
                 check_target(self.memory.kb_dir, path)
             check_committed(self.repo, old_path)
@@ -283,7 +319,7 @@ class Gateway:
                     "preview": {str(p): text for p, text in files.items()},
                     "next": "call again with confirm=true to write both files in one commit",
                 }
-            duplicate = find_duplicate(self.memory, new.title, new.body, exclude={old.id})
+            duplicate = find_duplicate(self.memory, new.title, new.body, {old.id}, name)
             message = f"memory: supersede {old.id} with {new.id}"
             if duplicate is not None:
                 if not (force and duplicate["match"] == "near"):
@@ -299,7 +335,8 @@ class Gateway:
                     f"\n\nForced past the near-duplicate {duplicate['duplicate_of']} "
                     f"(similarity {duplicate['score']})."
                 )
-            reply = {"status": "superseded", "id": new.id, "old_id": old.id, "path": str(new_path)}
+            reply = {"status": "superseded", "id": new.id, "old_id": old.id, "path": str(new_path),
+                     "scope": name}  # fmt: skip
             return self._apply(files, message, request, reply)
 
     def archive(
@@ -373,3 +410,36 @@ class Gateway:
         self.recover()
         reply = {"status": "archived", "ids": [p.stem for p in files]}
         return self._apply(files, f"memory: gc archives {len(files)} idle entries", {}, reply)
+
+    def import_entries(
+        self,
+        sections: Any,
+        label: str,
+        scope: str | None = None,
+        project: str | None = None,
+        confirm: bool = False,
+    ) -> dict[str, Any]:
+        """Import sections read by `memory_agent.kb.imports.read_sources` (their secrets are
+        redacted here, whatever the caller): each is new, supersedes the entry its origin
+        wrote before, or is unchanged, a duplicate or skipped (`kb.import_plan`). A preview
+        unless `confirm`; then every file in ONE commit naming `label` (the source), through
+        the same intent, atomic writes and refresh as every write. `scope`: as in `add` for
+        new entries; a superseding entry keeps the old one's unless `scope` is given."""
+        with self.memory.session():
+            items = clean_sections(sections)
+            limits.check_text("label", label, 500, required=True, one_line=True)
+            if confirm:
+                args = {"label": label, "scope": scope, "project": project,
+                        "sections": [s.as_json() for s in items]}  # fmt: skip
+                _, request = self._begin(None, "memory_import", args)
+            else:
+                request = {}
+                self.memory.sync(force=True)
+            plan = plan_import(self.memory, self.repo, items, scope, project)
+            if not confirm:
+                reply = plan.reply("preview")
+                reply["next"] = "run again with --confirm to write them in one commit"
+                return reply
+            if not plan.files:
+                return {**plan.reply("unchanged"), "commit": None}
+            return self._apply(plan.files, plan.message(label), request, plan.reply("imported"))

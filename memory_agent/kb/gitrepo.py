@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from memory_agent.errors import GitError, RepoBusy
-from memory_agent.kb.gitrun import fix_for, process, run
+from memory_agent.kb.gitrun import fix_for, machine_name, process, run
 
 __all__ = ["GitError", "KBRepo"]
 
@@ -41,6 +41,7 @@ _IN_PROGRESS = (
     ("REVERT_HEAD", "a revert", "git revert --continue` or `git revert --abort"),
     ("BISECT_LOG", "a bisect", "git bisect reset"),
 )
+TRAILER = "Memory-Agent-Machine"  # the trailer naming the machine a commit was written on
 BRANCH_KEY = "memory-agent.branch"  # git config in the KB: the branch memory-agent writes to
 
 
@@ -179,6 +180,8 @@ class KBRepo:
         `git commit --only`'s temporary index, which costs ~0.6 s in a folder of 100k files.
         Otherwise (someone has staged work) `git commit --only` records these paths alone."""
         rel = self._rel(paths)
+        if TRAILER not in message:  # which machine wrote it: a team's log says who wrote what
+            message = f"{message.rstrip()}\n\n{TRAILER}: {machine_name()}"
         busy = self._busy()  # checked before the write too; this closes the gap since
         if busy is not None:
             raise GitError(*busy)

@@ -170,14 +170,47 @@ def _lock_error(
     )
 
 
-def _env() -> dict[str, str]:
-    # Commits work on machines with no git identity configured; nothing asks for input.
-    return dict(
-        os.environ,
-        GIT_AUTHOR_NAME=AUTHOR_NAME, GIT_AUTHOR_EMAIL=AUTHOR_EMAIL,
-        GIT_COMMITTER_NAME=AUTHOR_NAME, GIT_COMMITTER_EMAIL=AUTHOR_EMAIL,
-        GIT_TERMINAL_PROMPT="0", LC_ALL="C",
-    )  # fmt: skip
+_IDENTITY: dict[str, tuple[str, str]] = {}  # repo -> (name, email) its commits carry
+
+
+def identity(repo: Path) -> tuple[str, str]:
+    """Who a commit in `repo` is by: the person's git identity (user.name and user.email as
+    git reads them for this repository), else memory-agent's own - commits work on a
+    machine with no identity configured. Asked once per repository and process."""
+    key = str(repo)
+    if key not in _IDENTITY:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_AUTHOR_",
+                                                                         "GIT_COMMITTER_"))}  # fmt: skip
+        found = []
+        for name in ("user.name", "user.email"):
+            try:
+                out = subprocess.run(["git", "-C", key, "config", "--get", name],
+                                     capture_output=True, text=True, env=env, timeout=10)  # fmt: skip
+                found.append(out.stdout.strip() if out.returncode == 0 else "")
+            except (OSError, subprocess.SubprocessError):
+                found.append("")
+        _IDENTITY[key] = (found[0], found[1]) if all(found) else (AUTHOR_NAME, AUTHOR_EMAIL)
+    return _IDENTITY[key]
+
+
+def machine_name() -> str:
+    """This machine's name, for the `Memory-Agent-Machine` trailer of a commit (setting it
+    through MEMORY_AGENT_MACHINE names it otherwise)."""
+    import socket
+
+    return os.environ.get("MEMORY_AGENT_MACHINE") or socket.gethostname() or "unknown"
+
+
+def _env(repo: Path | None = None) -> dict[str, str]:
+    # Commits carry the person's identity (or memory-agent's); nothing asks for input. An
+    # author set in the environment (a replayed commit's) is kept.
+    name, email = identity(repo) if repo is not None else (AUTHOR_NAME, AUTHOR_EMAIL)
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+    env.setdefault("GIT_AUTHOR_NAME", name)
+    env.setdefault("GIT_AUTHOR_EMAIL", email)
+    env.setdefault("GIT_COMMITTER_NAME", name)
+    env.setdefault("GIT_COMMITTER_EMAIL", email)
+    return env
 
 
 def process(
@@ -199,7 +232,7 @@ def process(
                 ["git", "-C", str(repo), *args],
                 capture_output=True,
                 text=text,
-                env=_env(),
+                env=_env(repo),
                 stdin=subprocess.DEVNULL,
             )
         except OSError as exc:

@@ -11,6 +11,11 @@ hit, and the floor is taken from the best of the others. Identical episodes are 
 An episode is captured text, untrusted: it is shown quoted (`> `), labelled as a record of
 another session - data to verify, never instructions. A trivial prompt ("ok", "continue",
 "thanks") gets nothing. `digest` is the short note a session starts with.
+
+Scopes: both read the session's project and global (`kb.scopes.search_scopes`): another
+project's entries and episodes are never injected, whatever their score. Budget: the text,
+header included, is at most `budget` characters; the snippets are taken best first, and one
+that would pass the budget is left out (a shorter one after it may still fit).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 
 from memory_agent.capture.episodes import EPISODES, is_bare
 from memory_agent.capture.journal import session_name
+from memory_agent.kb.scopes import search_scopes
 from memory_agent.recall.reads import default_filter, rank
 from ragcore import Filter, SearchConfig
 
@@ -63,10 +69,11 @@ def _snippet(text: str, n: int = SNIPPET_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
-def _filter(memory, index, own: str | None) -> Filter:
-    """Active documents of the injection's sources, without the asking session's episodes."""
+def _filter(memory, index, own: str | None, project: str | None) -> Filter:
+    """Active documents of the injection's sources in the session's project and global,
+    without the asking session's episodes."""
     sources = memory.search_sources(include_episodes=True)
-    flt = default_filter(sources=sources)
+    flt = default_filter(sources=sources, scopes=search_scopes(None, project, memory.kb_dir))
     if not own:
         return flt
     mine = index.ids_with_prefix(own)
@@ -85,8 +92,17 @@ def _bare(index, hit: dict) -> bool:
     return is_bare(index.preview(hit["id"]) or hit["snippet"])  # indexed by an older version
 
 
-def recall(memory, prompt: str, session: str | None, *, limit: int = 6) -> Recall:
-    """What to inject before `prompt` (nothing for a trivial one)."""
+def recall(
+    memory,
+    prompt: str,
+    session: str | None,
+    *,
+    limit: int = 6,
+    project: str | None = None,
+    budget: int | None = None,
+) -> Recall:
+    """What to inject before `prompt` (nothing for a trivial one), from `project` (the
+    session's project identity; None: global only) and global, at most `budget` characters."""
     if is_trivial(prompt):
         return Recall()
     query = prompt.strip()[:QUERY_CHARS]
@@ -97,7 +113,7 @@ def recall(memory, prompt: str, session: str | None, *, limit: int = 6) -> Recal
         found = rank(
             index,
             query,
-            _filter(memory, index, own),
+            _filter(memory, index, own, project),
             limit=limit * 3,
             stats=memory.stats,
             now=memory.clock(),
@@ -111,6 +127,7 @@ def recall(memory, prompt: str, session: str | None, *, limit: int = 6) -> Recal
             return Recall()
         floor = (answers or questions)[0]["score"] * RELATIVE_FLOOR
         lines, chosen, seen = [HEADER], [], set()
+        room = (budget if budget is not None else 1 << 62) - len(HEADER)
         for h in [*answers, *questions]:
             if h["score"] < floor or len(chosen) >= limit:
                 continue
@@ -123,28 +140,43 @@ def recall(memory, prompt: str, session: str | None, *, limit: int = 6) -> Recal
             info = index.doc(h["id"])
             when = str((info.meta.get("created") if info else "") or "")[:10]
             if episode:
-                lines.append(f"- [{h['id']}] (episode: a record of another session"
-                             f"{', ' + when if when else ''}; quoted, unverified)\n  > {text}")  # fmt: skip
+                line = (f"- [{h['id']}] (episode: a record of another session"
+                        f"{', ' + when if when else ''}; quoted, unverified)\n  > {text}")  # fmt: skip
             elif info is not None and info.meta.get("source") == "auto":
                 # a lesson the gate wrote by itself (`gate = auto`): captured text, not a
                 # person's words - quoted like an episode
-                lines.append(f"- [{h['id']}] ({h['type']}, written by the gate from captured "
-                             f"output{', ' + when if when else ''}; quoted, unverified)\n"
-                             f"  > {h['title']}: {text}")  # fmt: skip
+                line = (f"- [{h['id']}] ({h['type']}, written by the gate from captured "
+                        f"output{', ' + when if when else ''}; quoted, unverified)\n"
+                        f"  > {h['title']}: {text}")  # fmt: skip
             else:
-                lines.append(f"- [{h['id']}] ({h['type']}{', ' + when if when else ''}) "
-                             f"{h['title']}: {text}")  # fmt: skip
+                line = (f"- [{h['id']}] ({h['type']}{', ' + when if when else ''}) "
+                        f"{h['title']}: {text}")  # fmt: skip
+            if len(line) + 1 > room:  # past the budget: a later, shorter one may fit
+                continue
+            room -= len(line) + 1
+            lines.append(line)
             chosen.append(h)
+        if not chosen:
+            return Recall()
         return Recall("\n".join(lines), [h["id"] for h in chosen])
 
 
-def digest(memory, cwd: str | None, *, limit: int = 5) -> Recall:
+def digest(
+    memory,
+    cwd: str | None,
+    *,
+    limit: int = 5,
+    project: str | None = None,
+    budget: int | None = None,
+) -> Recall:
     """A session's opening note: what the memory knows about this project (by its folder
-    name), if anything clearly relevant."""
+    name), if anything clearly relevant, within `budget` characters."""
     name = Path(cwd).name if cwd else ""
     if not name or is_trivial(name):
         return Recall()
-    found = recall(memory, f"{name} project conventions decisions pitfalls", None, limit=limit)
+    note = f"\n(project: {name})"
+    found = recall(memory, f"{name} project conventions decisions pitfalls", None, limit=limit,
+                   project=project, budget=None if budget is None else budget - len(note))  # fmt: skip
     if not found.ids:
         return found
-    return Recall(found.text.replace(HEADER, f"{HEADER}\n(project: {name})", 1), found.ids)
+    return Recall(found.text.replace(HEADER, f"{HEADER}{note}", 1), found.ids)

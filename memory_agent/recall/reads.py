@@ -21,6 +21,7 @@ from memory_agent.errors import Invalid, NotFound, NotReady
 from memory_agent.kb import policy
 from memory_agent.kb.entries import ENTRY_TYPES, MAX_LINKS_READ, read_entry
 from memory_agent.kb.files import read_kb_entry
+from memory_agent.kb.scopes import search_scopes
 from memory_agent.recall.ranking import Edge, Ranked, _ts, rerank
 from ragcore import (
     DocumentError,
@@ -230,6 +231,7 @@ def rank(
             "snippet": r.snippet,
             "source": p.get("source"),
             "writable": bool(p.get("writable")),
+            "scope": str(p.get("scope") or "global"),
         }
         if explain:
             s = stats.get(r.doc_id)
@@ -254,16 +256,17 @@ def rank(
 
 
 def default_filter(
-    types=None, tags=None, include_archived=False, doc_ids=None, sources=None
+    types=None, tags=None, include_archived=False, doc_ids=None, sources=None, scopes=None
 ) -> Filter:
     """The filter of a search: active entries (and archived ones if asked) of `sources` (None:
-    every source)."""
+    every source) in `scopes` (None: every scope; `memory_agent.kb.scopes.search_scopes`)."""
     return Filter(
         types=tuple(types) if types else None,
         tags=tuple(tags) if tags else None,
         statuses=None if doc_ids is not None else
         (("active", "archived") if include_archived else ("active",)),
         sources=tuple(sources) if sources is not None else None,
+        scopes=tuple(scopes) if scopes is not None else None,
         doc_ids=doc_ids,
     )  # fmt: skip
 
@@ -301,11 +304,15 @@ def run_search(
     explain: bool = False,
     as_of: str | None = None,
     use_dense: bool = True,
+    scope: str | None = None,
+    project: str | None = None,
 ) -> Found:
     """`as_of` ("YYYY-MM-DD") answers from the entries as they stood at the end of that day:
     created by then, and not yet superseded or archived then (the lifecycle is judged by its
-    dates, not the status)."""
+    dates, not the status). `scope` (None: "project") and `project` (the session's project
+    identity, None outside one): which scopes it reads (`kb.scopes.search_scopes`)."""
     cutoff = check_search(query, limit, types, tags, as_of)
+    scopes = search_scopes(scope, project, memory.kb_dir)
     with memory.session():
         if use_dense:
             memory.sync_for_read()  # skipped while a write is in flight: it applies the changes
@@ -317,7 +324,7 @@ def run_search(
         index = memory.index.snapshot()  # one state for the whole search; no lock
         doc_ids = standing_at(index, cutoff) if cutoff is not None else None
         sources = memory.search_sources(include_readonly, include_episodes)
-        flt = default_filter(types, tags, include_archived, doc_ids, sources)
+        flt = default_filter(types, tags, include_archived, doc_ids, sources, scopes)
         return rank(
             index,
             query,
@@ -378,13 +385,20 @@ def history(memory: Memory, entry_id: str) -> dict[str, Any]:
         for key in ("superseded_by", "superseded_at", "archived_at", "archive_reason"):
             if key in current.extra:
                 step[key] = current.extra[key]
+        successors = current.extra.get("superseded_by")
+        successors = (
+            successors if isinstance(successors, list) else [successors] if successors else []
+        )
         if current.status == "superseded":
-            step["reason"] = f"superseded by {current.extra.get('superseded_by')}"
+            step["reason"] = f"superseded by {', '.join(map(str, successors))}" + (
+                " (a fork: two machines superseded it; supersede one successor with the other)"
+                if len(successors) > 1
+                else ""
+            )
         elif current.status == "archived":
             step["reason"] = current.extra.get("archive_reason")
         chain.append(step)
-        nxt = current.extra.get("superseded_by")
-        current = load(nxt) if nxt else None
+        current = load(successors[0]) if successors else None  # a fork: the first successor
     return {"id": entry_id, "chain": chain}
 
 
@@ -410,8 +424,16 @@ def _episode(memory: Memory, entry_id: str) -> dict[str, Any]:
                 "supersedes": [],
                 "superseded_by": None,
                 "created": doc.meta["created"],
+                "scope": str(doc.meta.get("scope") or _indexed_scope(memory, entry_id)),
             }
     raise NotFound(f"no episode with id {entry_id!r}")
+
+
+def _indexed_scope(memory: Memory, doc_id: str) -> str:
+    """The scope the index gave a document (an episode journaled before the hook recorded its
+    project is resolved from its `cwd` at indexing)."""
+    info = memory.index.snapshot().doc(doc_id) if memory.index.exists() else None
+    return info.scope if info is not None else "global"
 
 
 def get(memory: Memory, entry_id: str) -> dict[str, Any]:
@@ -435,6 +457,7 @@ def get(memory: Memory, entry_id: str) -> dict[str, Any]:
             "supersedes": entry.extra.get("supersedes", []),
             "superseded_by": entry.extra.get("superseded_by"),
             "created": entry.created,
+            "scope": entry.scope,
             "links": {
                 **{k: list(v) for k, v in (entry.extra.get("links") or {}).items()},
                 **({"wikilink": wikilinks(entry.body)} if wikilinks(entry.body) else {}),
@@ -467,4 +490,5 @@ def get(memory: Memory, entry_id: str) -> dict[str, Any]:
         "supersedes": [],
         "superseded_by": None,
         "created": None if created is None else str(created),
+        "scope": str(doc.meta.get("scope") or "global"),
     }

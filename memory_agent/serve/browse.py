@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 
 from memory_agent.index.memory import Memory
+from memory_agent.kb.scopes import search_scopes
 from memory_agent.recall.gc import plan
 
 __all__ = ["entries", "entry_context", "overview"]
@@ -18,10 +19,11 @@ def overview(memory: Memory, proposals: int) -> dict[str, Any]:
     """Counts by type, status and source, and what the gate (its `proposals` waiting) and
     gc would do."""
     with memory.session():  # no lock: one snapshot of the index
-        by_type, by_status, by_source = Counter(), Counter(), Counter()
+        by_type, by_status, by_source, by_scope = Counter(), Counter(), Counter(), Counter()
         snap = memory.index.snapshot() if memory.index.exists() else None
         for info in snap.docs() if snap is not None else ():
             by_source[info.source] += 1
+            by_scope[info.scope] += 1
             if info.source == "kb":
                 by_type[info.type] += 1
                 by_status[info.status] += 1
@@ -30,6 +32,7 @@ def overview(memory: Memory, proposals: int) -> dict[str, Any]:
         "types": dict(by_type),
         "statuses": dict(by_status),
         "sources": dict(by_source),
+        "scopes": dict(by_scope),
         "dormant": len(gc.get("dormant", [])),
         "archive_candidates": len(gc.get("archive", [])),
         "proposals": proposals,
@@ -37,9 +40,19 @@ def overview(memory: Memory, proposals: int) -> dict[str, Any]:
 
 
 def entries(
-    memory: Memory, offset: int, limit: int, entry_type: str, status: str, source: str
+    memory: Memory,
+    offset: int,
+    limit: int,
+    entry_type: str,
+    status: str,
+    source: str,
+    scope: str = "",
 ) -> dict[str, Any]:
-    """A page of documents, newest first, with their usage stats."""
+    """A page of documents, newest first, with their usage stats. `scope`: `global`, a
+    project's name or identity (its documents only), or empty (every scope)."""
+    scopes = set(search_scopes(scope, None, memory.kb_dir) or ()) - (
+        {"global"} if scope not in ("global", "") else set()
+    )
     with memory.session():  # no lock: one snapshot of the index
         docs = [
             info
@@ -47,6 +60,7 @@ def entries(
             if (not entry_type or info.type == entry_type)
             and (not status or info.status == status)
             and (not source or info.source == source)
+            and (not scope or info.scope in scopes)
         ]
     docs.sort(key=lambda d: (str(d.meta.get("created") or ""), d.id), reverse=True)
     rows = []
@@ -59,6 +73,7 @@ def entries(
                 "type": info.type,
                 "status": info.status,
                 "source": info.source,
+                "scope": info.scope,
                 "created": str(info.meta.get("created") or ""),
                 "recall_count": s.recall_count if s else 0,
                 "importance": s.importance if s else None,

@@ -163,14 +163,18 @@ def build_app(service: Any, server_holder: dict[str, Any], *, single_exchange: b
 
     @mcp.custom_route("/hooks/recall", methods=["POST"])
     async def hooks_recall(request: Request) -> JSONResponse:
-        """What a hook injects: {prompt, session, event, cwd} -> {context, ids}."""
+        """What a hook injects: {prompt, session, event, cwd, project} -> {context, ids}."""
         data = await body(request)
+        cwd, project = data.get("cwd"), data.get("project")
+        if data.get("event") == "session-start":
+            service.remote.poke(0.0)  # a session starts with what the other machines wrote
         return await admin(
             lambda: service.recall(
                 str(data.get("prompt") or ""),
                 data.get("session"),
                 str(data.get("event") or "prompt"),
-                data.get("cwd"),
+                cwd if isinstance(cwd, str) else None,
+                project if isinstance(project, str) and project else None,
             )
         )
 
@@ -194,7 +198,7 @@ def build_app(service: Any, server_holder: dict[str, Any], *, single_exchange: b
                 offset, limit = 0, 50
             return service.entries(
                 max(0, offset), max(1, min(limit, 200)), q.get("type", ""),
-                q.get("status", ""), q.get("source", ""),
+                q.get("status", ""), q.get("source", ""), q.get("scope", ""),
             )  # fmt: skip
 
         return await admin(page)
@@ -216,6 +220,28 @@ def build_app(service: Any, server_holder: dict[str, Any], *, single_exchange: b
         dry_run = request.query_params.get("dry_run", "1") == "1"
         confirm = request.query_params.get("confirm", "0") == "1"
         return await admin(lambda: service.gc(dry_run=dry_run, confirm=confirm))
+
+    @mcp.custom_route("/admin/import", methods=["POST"])
+    async def import_(request: Request) -> JSONResponse:
+        """`memory-agent import`: {sections, label, scope, where, confirm} -> the plan or the
+        commit (`Service.import_entries`)."""
+        data = await body(request)
+        args = [data.get(k) for k in ("sections", "label", "scope", "where")]
+        return await admin(
+            lambda: service.import_entries(*args, confirm=data.get("confirm") is True)
+        )
+
+    @mcp.custom_route("/admin/remote", methods=["GET", "POST"])
+    async def remote(request: Request) -> JSONResponse:
+        """GET: the remote and the last round. POST ?url=URL: set the remote."""
+        if request.method == "GET":
+            return await admin(service.remote_status)
+        return await admin(lambda: service.remote_set(request.query_params.get("url", "")))
+
+    @mcp.custom_route("/admin/remote-sync", methods=["POST"])
+    async def remote_sync(request: Request) -> JSONResponse:
+        """One round of sync with the KB's remote now."""
+        return await admin(service.remote_sync)
 
     @mcp.custom_route("/admin/sync", methods=["POST"])
     async def sync(request: Request) -> JSONResponse:
@@ -340,6 +366,7 @@ def run_daemon(
             threading.Thread(target=_idle_watch, args=(service, holder, idle), daemon=True).start()
         if preload:
             service.start_model_load()
+        service.remote.start()  # rounds of sync with the KB's remote, when it has one
         log.info(
             "memory-agent %s daemon pid %d serving %s (home %s, embedder %s)",
             __version__,
@@ -349,6 +376,7 @@ def run_daemon(
             cfg.embedder,
         )
         server.run(sockets=[sock])
+        service.remote.stop()
         # uvicorn has finished the requests in flight (a write completes before we get here)
         with service.lock:
             memory.close()

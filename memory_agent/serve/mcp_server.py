@@ -19,11 +19,11 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import ValidationError
 
-from memory_agent.client import CALLER_HEADER
+from memory_agent.client import CALLER_HEADER, WHERE_HEADER
 from memory_agent.errors import ErrorInfo, describe
 from memory_agent.serve import schemas
 
-__all__ = ["MemoryServer", "caller_of", "error_info", "error_result"]
+__all__ = ["MemoryServer", "caller_of", "error_info", "error_result", "where_of"]
 
 log = logging.getLogger("memory_agent.tools")  # the daemon log's name for it, unchanged
 
@@ -99,11 +99,24 @@ class MemoryServer(MCPServer):
         ]
 
 
-def caller_of(ctx: Context | None) -> str | None:
-    """The calling client, as the proxy or the CLI names it in a request header."""
+def _header(ctx: Context | None, name: str) -> str | None:
     try:
         request = ctx.request_context.request if ctx is not None else None
     except ValueError:  # no request (an in-process call)
         return None
     headers = getattr(request, "headers", None)
-    return headers.get(CALLER_HEADER) if headers is not None else None
+    return headers.get(name) if headers is not None else None
+
+
+def caller_of(ctx: Context | None) -> str | None:
+    """The calling client, as the proxy or the CLI names it in a request header."""
+    return _header(ctx, CALLER_HEADER)
+
+
+def where_of(ctx: Context | None) -> str | None:
+    """The folder the calling session works in (the proxy's MCP roots or working directory,
+    the CLI's), or a project the CLI named: the daemon finds the session's project there."""
+    from urllib.parse import unquote
+
+    where = _header(ctx, WHERE_HEADER)
+    return unquote(where) if where else None

@@ -56,6 +56,9 @@ class Hit(TypedDict):
     snippet: Annotated[str, Field(description="The best matching passage, shortened.")]
     source: Annotated[str | None, Field(description="kb, or the label of a project docs folder")]
     writable: Annotated[bool, Field(description="False for read-only project docs.")]
+    scope: Annotated[
+        str, Field(description="global, or the project it belongs to (a name or an identity)")
+    ]
     why: NotRequired[
         Annotated[dict[str, Any], Field(description="With explain: every channel and signal.")]
     ]
@@ -81,8 +84,12 @@ class EntryReply(TypedDict):
     path: Annotated[str, Field(description="The file on disk.")]
     writable: bool
     supersedes: Annotated[list[str], Field(description="Ids this entry replaced.")]
-    superseded_by: Annotated[str | None, Field(description="The entry that replaced this one.")]
+    superseded_by: Annotated[
+        str | list[str] | None,
+        Field(description="The entry that replaced this one (a list: a fork a sync left)."),
+    ]
     created: str | None
+    scope: NotRequired[Annotated[str, Field(description="global, or the project it belongs to.")]]
     links: NotRequired[
         Annotated[
             dict[str, list[str]],
@@ -105,6 +112,9 @@ class AddReply(TypedDict):
     ]
     id: Annotated[str, Field(description="The new entry, or the existing one it duplicates.")]
     path: NotRequired[str]
+    scope: NotRequired[
+        Annotated[str, Field(description="global, or the name of the project it belongs to.")]
+    ]
     commit: NotRequired[Commit]
     generation: NotRequired[Generation]
     duplicate_of: NotRequired[str]
@@ -156,7 +166,7 @@ class HistoryStep(TypedDict):
     type: str
     status: str
     created: str
-    superseded_by: NotRequired[str]
+    superseded_by: NotRequired[str | list[str]]
     superseded_at: NotRequired[str]
     archived_at: NotRequired[str]
     archive_reason: NotRequired[str]

@@ -27,9 +27,12 @@ from typing import Any
 
 from memory_agent import __version__, limits
 from memory_agent.capture import journal
+from memory_agent.capture.projects import ProjectCache
 from memory_agent.errors import Conflict, Invalid
 from memory_agent.index.memory import Memory
 from memory_agent.kb.gateway import Gateway
+from memory_agent.kb.remote import Syncer
+from memory_agent.kb.scopes import project_named
 from memory_agent.recall import injection as recall_mod
 from memory_agent.recall import reads
 from memory_agent.recall.gc import plan
@@ -37,6 +40,7 @@ from memory_agent.recall.reads import run_search
 from memory_agent.serve import browse
 from memory_agent.serve.gate_runs import GateRuns
 from memory_agent.serve.model import ModelLoader
+from memory_agent.serve.remote_runs import RemoteRuns
 from memory_agent.serve.usage import Usage
 from ragcore import Document, chunk_document
 
@@ -77,6 +81,23 @@ class Service:
         self.gate_lock = self.gate_runs.lock  # one gate run (or accept, reject) at a time
         self.started = time.time()
         self.last_used = time.monotonic()
+        self.projects = ProjectCache()  # a call's folder -> its project, asked of git
+        self.remote = RemoteRuns(
+            Syncer(
+                memory.kb_dir,
+                memory.run_dir,
+                memory.write_lock,
+                refresh=memory.refresh_paths,
+                clock=memory.clock,
+            ),
+            float(memory.cfg.sync_interval),
+        )
+
+    def project(self, where: str | None) -> str | None:
+        """The identity of the project a call comes from: `where` is its folder (the proxy's
+        MCP roots or working directory, the CLI's), a project's name or identity; None (no
+        project: global) outside a repository."""
+        return project_named(where, self.memory.kb_dir, self.projects)
 
     # -- the model and repair ----------------------------------------------------------------
     def start_model_load(self) -> None:
@@ -123,20 +144,36 @@ class Service:
             log.debug("pre-embedding failed: %s", exc)
 
     # -- hooks: recall and the gate ---------------------------------------------------------
-    def recall(self, prompt: str, session: str | None, event: str, cwd: str | None) -> dict:
-        """What a hook injects: recall before a prompt, a digest at a session's start. Nothing
-        while the model loads (a hook never waits for it)."""
+    def recall(
+        self,
+        prompt: str,
+        session: str | None,
+        event: str,
+        cwd: str | None,
+        project: str | None = None,
+    ) -> dict:
+        """What a hook injects: recall before a prompt, a digest at a session's start, from the
+        session's project (`project`, the identity the hook found; else the one `cwd` is in)
+        and global. Nothing while the model loads (a hook never waits for it)."""
         self.touch()
+        if not project and cwd:
+            found = self.projects.of(cwd)
+            project = found.identity if found is not None else None
         if str(self.memory.cfg.inject) != "on":
             return {"context": "", "ids": [], "reason": "inject is off"}
         if not self.model.loaded:
             self.model.start()
             return {"context": "", "ids": [], "reason": "the model is loading"}
         limit = int(self.memory.cfg.recall_limit)
+        budget = int(self.memory.cfg.inject_budget)
         if event == "session-start":  # no lock: it reads a snapshot
-            found = recall_mod.digest(self.memory, cwd, limit=min(limit, 4))
+            found = recall_mod.digest(
+                self.memory, cwd, limit=min(limit, 4), project=project, budget=budget
+            )
         else:
-            found = recall_mod.recall(self.memory, prompt, session, limit=limit)
+            found = recall_mod.recall(
+                self.memory, prompt, session, limit=limit, project=project, budget=budget
+            )
         self.usage.record(
             "inject", session=session, event=event, ids=found.ids, chars=len(found.text)
         )
@@ -171,19 +208,22 @@ class Service:
         return browse.overview(self.memory, proposals=len(self.gate_runs.proposals()))
 
     def entries(
-        self, offset: int, limit: int, entry_type: str, status: str, source: str
+        self, offset: int, limit: int, entry_type: str, status: str, source: str, scope: str = ""
     ) -> dict[str, Any]:
         self.touch()
-        return browse.entries(self.memory, offset, limit, entry_type, status, source)
+        return browse.entries(self.memory, offset, limit, entry_type, status, source, scope)
 
     def entry_context(self, entry_id: str) -> dict[str, Any]:
         self.touch()
         return browse.entry_context(self.memory, entry_id)
 
     # -- calls ----------------------------------------------------------------------------
-    def search(self, query: str, caller: str | None = None, **kwargs: Any) -> dict[str, Any]:
+    def search(
+        self, query: str, caller: str | None = None, where: str | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         self.touch()
         t = time.perf_counter()
+        kwargs["project"] = self.project(where)
         if not self.model.loaded:
             if not self.model.settled_within(0.05):
                 found = run_search(self.memory, query, use_dense=False, **kwargs)
@@ -246,22 +286,63 @@ class Service:
         if kwargs.get("confirm", True):
             self.pre_embed(kwargs.get("title"), kwargs.get("body"))
         with self.lock:
-            return fn(*args, **kwargs)
+            reply = fn(*args, **kwargs)
+        if kwargs.get("confirm", True):
+            self.remote.poke()  # pushed shortly after (a burst of writes, once)
+        return reply
 
-    def add(self, **kwargs: Any) -> dict[str, Any]:
-        return self._write(self.gateway.add, **kwargs)
+    # -- the remote ---------------------------------------------------------------------------
+    def remote_set(self, url: str) -> dict[str, Any]:
+        self.touch()
+        with self.lock:
+            reply = self.remote.syncer.set_url(url)
+        self.remote.start()
+        self.remote.poke(0.0)
+        return reply
 
-    def supersede(self, **kwargs: Any) -> dict[str, Any]:
-        return self._write(self.gateway.supersede, **kwargs)
+    def remote_sync(self) -> dict[str, Any]:
+        """One round now (`memory-agent sync`): its report."""
+        self.touch()
+        self.model.wait()  # the index refresh after a pull needs the model
+        return self.remote.run_now()
+
+    def remote_status(self) -> dict[str, Any]:
+        return self.remote.syncer.status()
+
+    def add(self, where: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        return self._write(self.gateway.add, project=self.project(where), **kwargs)
+
+    def supersede(self, where: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        return self._write(self.gateway.supersede, project=self.project(where), **kwargs)
 
     def archive(self, **kwargs: Any) -> dict[str, Any]:
         return self._write(self.gateway.archive, **kwargs)
+
+    def import_entries(
+        self, sections: Any, label: Any, scope: Any = None, where: Any = None, confirm: bool = False
+    ) -> dict[str, Any]:
+        """`memory-agent import`: the sections the CLI read, through the gateway's batch
+        write (`Gateway.import_entries`), from the project of `where`. Their text is redacted
+        before it is embedded or written."""
+        from memory_agent.kb.imports import clean_sections
+
+        self.touch()
+        self.model.wait()
+        items = clean_sections(sections)
+        for item in items:
+            self.pre_embed(item.title, item.body)
+        project = self.project(where if isinstance(where, str) else None)
+        with self.lock:
+            return self.gateway.import_entries(
+                items, label, scope=scope, project=project, confirm=confirm
+            )
 
     def status(self) -> dict[str, Any]:
         from memory_agent.capture.clients import last_events
 
         reply = self._status()
         reply["clients"] = last_events(self.memory.home)  # each agent's last hook event
+        reply["remote"] = self.remote.syncer.status()
         return reply
 
     def _status(self) -> dict[str, Any]:

@@ -21,7 +21,12 @@ __all__ = ["ProxySession"]
 
 class ProxySession:
     def __init__(
-        self, home: Path, *, env: dict[str, str] | None = None, command: list[str] | None = None
+        self,
+        home: Path,
+        *,
+        env: dict[str, str] | None = None,
+        command: list[str] | None = None,
+        cwd: Path | str | None = None,
     ):
         cmd = command or [sys.executable, "-m", "memory_agent", "proxy", "--home", str(home)]
         self.proc = subprocess.Popen(
@@ -32,7 +37,11 @@ class ProxySession:
             text=True,
             env=env,
             bufsize=1,
+            cwd=cwd,
         )
+        self.roots: list[str] | None = None  # folders answered to roots/list (None: no roots)
+        self.roots_asked = 0
+        self._write_lock = threading.Lock()
         self.lines: list[str] = []
         self._ids = itertools.count(1)
         self._replies: queue.Queue[str] = queue.Queue()
@@ -46,12 +55,31 @@ class ProxySession:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.append(line)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                message = None
+            if isinstance(message, dict) and message.get("method") == "roots/list":
+                self._answer_roots(message)  # a request of the server's: the client answers
+                continue
             self._replies.put(line)
+
+    def _answer_roots(self, request: dict[str, Any]) -> None:
+        from urllib.parse import quote
+
+        self.roots_asked += 1
+        roots = [{"uri": "file://" + quote(str(Path(r).resolve())), "name": Path(r).name}
+                 for r in self.roots or []]  # fmt: skip
+        try:
+            self._write({"jsonrpc": "2.0", "id": request.get("id"), "result": {"roots": roots}})
+        except (OSError, ValueError):
+            pass  # the proxy is gone
 
     def _write(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message) + "\n")
-        self.proc.stdin.flush()
+        with self._write_lock:
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
 
     def send(
         self, method: str, params: dict[str, Any] | None = None, timeout: float = 300
@@ -79,12 +107,15 @@ class ProxySession:
             message["params"] = params
         self._write(message)
 
-    def initialize(self) -> dict[str, Any]:
+    def initialize(self, roots: list[Path | str] | None = None) -> dict[str, Any]:
+        """`roots`: offer the roots capability and answer the server's roots/list with these
+        folders."""
+        self.roots = [str(r) for r in roots] if roots is not None else None
         reply = self.send(
             "initialize",
             {
                 "protocolVersion": "2025-06-18",
-                "capabilities": {},
+                "capabilities": {"roots": {"listChanged": True}} if roots is not None else {},
                 "clientInfo": {"name": "memory-agent-session", "version": "1"},
             },
         )

@@ -23,6 +23,7 @@ __all__ = [
     "IdArg",
     "LinksArg",
     "RequestIdArg",
+    "ScopeArg",
     "TagsArg",
     "TitleArg",
 ]
@@ -97,5 +98,16 @@ ForceArg = Annotated[
         description="true: write even though a near-duplicate exists (it is named in the commit "
         "message). Use only when the near-duplicate says something different.",
         strict=True,
+    ),
+]
+
+ScopeArg = Annotated[
+    str | None,
+    Field(
+        description="Which project the entry belongs to: `project` (default: the project this "
+        "session works in - its repository - or global outside one), `global` (true in every "
+        "project: a user preference, a tool's pitfall), or a project's name or identity.",
+        min_length=1,
+        max_length=limits.MAX_ID,
     ),
 ]

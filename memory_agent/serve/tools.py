@@ -20,7 +20,7 @@ from pydantic import Field
 
 from memory_agent import __version__, limits
 from memory_agent.serve import schemas
-from memory_agent.serve.mcp_server import MemoryServer, caller_of
+from memory_agent.serve.mcp_server import MemoryServer, caller_of, where_of
 from memory_agent.serve.service import Service
 from memory_agent.serve.tool_params import (
     READ,
@@ -31,6 +31,7 @@ from memory_agent.serve.tool_params import (
     IdArg,
     LinksArg,
     RequestIdArg,
+    ScopeArg,
     TagsArg,
     TitleArg,
 )
@@ -122,6 +123,16 @@ def build_server(service: Service) -> MCPServer:
                 json_schema_extra={"format": "date"},
             ),
         ] = None,
+        scope: Annotated[
+            str | None,
+            Field(
+                description="Where to look: `project` (default: this session's project - its "
+                "repository - and global), `global` (only what holds everywhere), `all` (every "
+                "project too), or a project's name or identity (that project and global).",
+                min_length=1,
+                max_length=limits.MAX_ID,
+            ),
+        ] = None,
         ctx: Context | None = None,
     ) -> schemas.SearchReply:
         """Search the memory (knowledge base + read-only project docs) by meaning and keywords.
@@ -130,11 +141,15 @@ def build_server(service: Service) -> MCPServer:
         a pitfall, a convention, where something lives. Superseded entries are never returned:
         their successors are. Next: memory_get(id) for the full text of a promising hit.
         `degraded` in the reply means the model is still loading and only keyword matching
-        was used; search again in a few seconds for the full result.
+        was used; search again in a few seconds for the full result. Each hit's `scope` says
+        whether it holds everywhere (global) or in one project; another project's entries
+        appear only with `scope: all` or its name.
         """
         return service.search(
             query,
             caller=caller_of(ctx),
+            where=where_of(ctx),
+            scope=scope,
             limit=limit,
             types=types,
             tags=tags,
@@ -170,6 +185,8 @@ def build_server(service: Service) -> MCPServer:
         request_id: RequestIdArg = None,
         force: ForceArg = False,
         links: LinksArg = None,
+        scope: ScopeArg = None,
+        ctx: Context | None = None,
     ) -> schemas.AddReply:
         """Remember something new that a future session will need.
 
@@ -184,7 +201,7 @@ def build_server(service: Service) -> MCPServer:
         """
         return service.add(
             title=title, body=body, type=type, tags=tags or [], request_id=request_id,
-            force=force, links=links,
+            force=force, links=links, scope=scope, where=where_of(ctx),
         )  # fmt: skip
 
     @tool(
@@ -211,6 +228,14 @@ def build_server(service: Service) -> MCPServer:
         request_id: RequestIdArg = None,
         force: ForceArg = False,
         links: Annotated[LinksArg, Field(description="Default: the old entry's links.")] = None,
+        scope: Annotated[
+            ScopeArg,
+            Field(
+                description="Default: the old entry's scope. `project` moves the successor into "
+                "this session's project, `global` makes it hold everywhere."
+            ),
+        ] = None,
+        ctx: Context | None = None,
     ) -> schemas.SupersedeReply:
         """Replace an entry that is outdated or wrong with a new one; the old one is kept,
         marked superseded, and leaves search.
@@ -230,6 +255,8 @@ def build_server(service: Service) -> MCPServer:
             request_id=request_id,
             force=force,
             links=links,
+            scope=scope,
+            where=where_of(ctx),
         )
 
     @tool(

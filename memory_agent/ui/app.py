@@ -182,6 +182,7 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
                     include_episodes="episodes" in sources,
                     include_archived=q.get("archived") == "1",
                     as_of=q.get("as_of") or None,
+                    scope=q.get("scope") or "all",  # a person browsing sees every project
                     explain=True,
                 )
             )
@@ -195,7 +196,7 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
     async def entries(request: Request) -> Response:
         q = request.query_params
         number = max(1, int(q.get("page") or 1)) if (q.get("page") or "1").isdigit() else 1
-        filters = {k: q.get(k, "") for k in ("type", "status", "source")}
+        filters = {k: q.get(k, "") for k in ("type", "status", "source", "scope")}
         try:
             listing = await run(data.entries, (number - 1) * PAGE, PAGE, **filters)
         except Exception as exc:  # noqa: BLE001

@@ -118,6 +118,9 @@ def _corpus(n=240, seed=3):
             "type": rng.choice(["note", "fact", "decision", "pitfall"]),
             "tags": rng.sample(["ci", "db", "api", "ops", "ui"], rng.randint(0, 2)),
         }
+        scope = rng.choice([None, None, "global", "alpha", "github.com/acme/beta"])
+        if scope:  # a project's documents; without a scope, global
+            meta["scope"] = scope
         body = " ".join(rng.choice(words) for _ in range(12))
         docs.append(
             Document(f"d{i:03d}", f"Doc {i}", body, meta, rng.choice(["kb", "repo", "wiki"]))
@@ -135,6 +138,9 @@ FILTERS = [
     Filter(doc_ids=()),
     Filter(exclude_ids=frozenset({"d001", "d017", "d100"})),  # a session's own episodes
     Filter(statuses=("active",), exclude_ids=frozenset({"d002", "d239", "nope"})),
+    Filter(scopes=("global", "alpha")),  # a project and the global ones (unscoped included)
+    Filter(statuses=("active",), scopes=("github.com/acme/beta",)),
+    Filter(scopes=("nobody",)),
 ]
 
 
@@ -173,9 +179,15 @@ def test_the_server_path_pushes_the_filter_down(tmp_path):
     store = QdrantStore(location=":memory:", collection="t")
     store.create(4)
     store.upsert([("a#0", np.ones(4), {"doc_id": "a", "status": "active", "tags": ["ci"]}),
-                  ("b#0", np.ones(4), {"doc_id": "b", "status": "archived", "tags": ["db"]})])  # fmt: skip
+                  ("b#0", np.ones(4), {"doc_id": "b", "status": "archived", "tags": ["db"]}),
+                  ("c#0", np.ones(4), {"doc_id": "c", "status": "active", "scope": "alpha"}),
+                  ("d#0", np.ones(4), {"doc_id": "d", "status": "active", "scope": "beta"})])  # fmt: skip
     hits = store.search(np.ones(4), 10, Filter(statuses=("active",), tags=("ci", "ui")))
     assert [c for c, _ in hits] == ["a#0"]
+    # a point written before scopes has none: it is global
+    scoped = store.search(np.ones(4), 10, Filter(scopes=("global", "alpha")))
+    assert sorted(c for c, _ in scoped) == ["a#0", "b#0", "c#0"]
+    assert [c for c, _ in store.search(np.ones(4), 10, Filter(scopes=("beta",)))] == ["d#0"]
     assert store.search(np.ones(4), 10, Filter(doc_ids=())) == []
     store.close()
 

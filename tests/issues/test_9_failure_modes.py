@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -275,7 +276,7 @@ def test_a_client_that_loses_the_start_race_waits_for_the_winner(home, shared_ca
     a client's own spawn then exits at once ("already running") - the client must wait for
     the daemon that won, not fail with "could not start"."""
     monkeypatch.setenv("MEMORY_AGENT_EMBEDDER", "minilm")
-    monkeypatch.setenv("PYTHONPATH", str(os.getcwd()))
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
     run = home / "run"
     run.mkdir(exist_ok=True)
     winner = open(run / "daemon.lock", "a+")  # the winner: holds the lock, not answering yet

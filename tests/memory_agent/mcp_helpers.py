@@ -26,8 +26,8 @@ def env_for(home: Path, cache: Path, **extra: str) -> dict[str, str]:
 class ProxySession(session.ProxySession):
     """The package's stdio MCP client, with the test environment for `home`."""
 
-    def __init__(self, home: Path, cache: Path, **extra_env: str):
-        super().__init__(home, env=env_for(home, cache, **extra_env))
+    def __init__(self, home: Path, cache: Path, cwd: Path | None = None, **extra_env: str):
+        super().__init__(home, env=env_for(home, cache, **extra_env), cwd=cwd)
 
     def send(
         self, method: str, params: dict | None = None, notify: bool = False, timeout: float = 120

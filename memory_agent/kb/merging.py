@@ -1,0 +1,212 @@
+"""Merging one replayed file into upstream's tree by what it means (a sync's replay,
+`memory_agent.kb.remote`). Deterministic, nothing lost, no conflict marker ever written:
+
+- the same change on both sides, or a file only this side changed: taken as is;
+- the same new id created on both sides with different content: both kept, this side's under
+  a new id (`<id>-2`...), and every later link of this side's to it rewritten; reported;
+- supersede and supersede of one entry: both successors stay active and the old entry's
+  `superseded_by` lists both - a fork, reported for a person to resolve;
+- supersede and archive of one entry: it ends superseded, the archive's reason and time kept
+  in its lifecycle fields; reported;
+- hand edits of one entry's text on both sides: upstream's text stays in place and this side's
+  is kept as a variant, `kb/variants/<id>.<machine>.md`, which the index does not serve
+  (`status` lists it);
+- the project map (`projects.yaml`): both sides' names kept.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memory_agent.kb.entries import (
+    ENTRY_TYPES,
+    Entry,
+    ValidationError,
+    make_id,
+    parse_entry,
+    render_entry,
+)
+from memory_agent.kb.files import name_taken
+from memory_agent.kb.scopes import HEADER, MAP_FILE
+
+__all__ = ["VARIANTS", "Merge"]
+
+VARIANTS = "variants"  # kb/variants/: a side's text kept, not served
+CONTENT = ("title", "type", "body", "tags", "links", "scope", "source", "episodes")
+RANK = {"active": 0, "archived": 1, "superseded": 2}
+
+
+def _content(e: Entry) -> tuple:
+    return (e.title, e.type, e.body.strip(), sorted(e.tags), e.extra.get("links"),
+            e.scope, e.extra.get("source"), e.extra.get("episodes"))  # fmt: skip
+
+
+def _as_list(value: Any) -> list[str]:
+    if value in (None, ""):
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+class Merge:
+    def __init__(self, tree: Path, machine: str):
+        self.tree = tree
+        self.machine = re.sub(r"[^a-z0-9-]+", "-", machine.lower()).strip("-") or "machine"
+        self.renames: dict[str, str] = {}  # this side's id -> the id it is replayed under
+        self.forks: list[dict[str, Any]] = []
+        self.variants: list[dict[str, Any]] = []
+        self.notes: list[dict[str, Any]] = []
+
+    def renamed_report(self) -> list[dict[str, str]]:
+        return [{"id": old, "replayed_as": new} for old, new in self.renames.items()]
+
+    # -- one file of one replayed commit ------------------------------------------------------
+    def apply(self, name: str, before: str | None, after: str | None) -> list[str]:
+        """Apply this side's change of `name` (`before` -> `after`; None: absent) to the tree;
+        the paths (relative to the tree) it wrote."""
+        name, before, after = self._renamed(name, before), self._relink(before), self._relink(after)
+        path = self.tree / name
+        theirs = path.read_text(encoding="utf-8") if path.is_file() else None
+        if after == theirs:
+            return []
+        if after is None:  # deleted on this side: only if upstream still has what it deleted
+            if theirs == before and path.exists():
+                path.unlink()
+                return [name]
+            return []
+        if theirs is None or theirs == before:
+            self._write(name, after)
+            return [name]
+        if name == MAP_FILE:
+            return self._merge_map(theirs, after)
+        if not self._is_entry(name):
+            return self._variant(name, after, "both sides changed it")
+        try:
+            ours = parse_entry(after, name)
+            upstream = parse_entry(theirs, name)
+        except ValidationError:
+            return self._variant(name, after, "both sides changed it; one side is not valid")
+        if before is None:  # the same new id on both sides
+            return self._rename(name, after, ours)
+        try:
+            base = parse_entry(before, name)
+        except ValidationError:
+            base = None
+        same_text = _content(ours) == _content(upstream)
+        if (
+            not same_text
+            and base is not None
+            and _content(base)
+            not in (
+                _content(ours),
+                _content(upstream),
+            )
+        ):
+            return self._variant(name, after, "both sides edited the text")
+        text_from = upstream if (base is None or _content(upstream) != _content(base)) else ours
+        merged = self._lifecycle(text_from, ours, upstream)
+        self._write(name, render_entry(merged))
+        return [name]
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _is_entry(self, name: str) -> bool:
+        parts = name.split("/")
+        return len(parts) == 2 and parts[0] in ENTRY_TYPES and parts[1].endswith(".md")
+
+    def _write(self, name: str, text: str) -> None:
+        path = self.tree / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    def _renamed(self, name: str, text: str | None) -> str:
+        if not self._is_entry(name):
+            return name
+        folder, file = name.split("/")
+        old = file[:-3]
+        return f"{folder}/{self.renames[old]}.md" if old in self.renames else name
+
+    def _relink(self, text: str | None) -> str | None:
+        """This side's text with the ids it renamed rewritten (its id, its links, its
+        supersede fields, its [[wikilinks]])."""
+        if text is None or not self.renames:
+            return text
+        for old, new in self.renames.items():
+            text = re.sub(rf"(?<![\w-]){re.escape(old)}(?![\w-])", new, text)
+        return text
+
+    def _rename(self, name: str, text: str, ours: Entry) -> list[str]:
+        folder = name.split("/")[0]
+        new_id = make_id(ours.id, lambda i: name_taken(self.tree, i) or i == ours.id)
+        old = ours.id
+        self.renames[old] = new_id
+        new_name = f"{folder}/{new_id}.md"
+        self._write(new_name, self._relink(text) or "")  # its id (and links to it) rewritten
+        self.notes.append({"id": old, "replayed_as": new_id})
+        return [new_name]
+
+    def _variant(self, name: str, text: str, why: str) -> list[str]:
+        stem = Path(name).name.removesuffix(".md")
+        variant = f"{VARIANTS}/{stem}.{self.machine}.md"
+        n = 2
+        while (self.tree / variant).exists():
+            variant = f"{VARIANTS}/{stem}.{self.machine}-{n}.md"
+            n += 1
+        self._write(variant, text)
+        self.variants.append({"path": name, "variant": variant, "why": why})
+        return [variant]
+
+    def _merge_map(self, theirs: str, ours: str) -> list[str]:
+        def names(text: str) -> dict[str, str]:
+            try:
+                data = yaml.safe_load(text) or {}
+            except yaml.YAMLError:
+                return {}
+            return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+        merged = names(theirs)
+        for name, identity in names(ours).items():
+            if merged.get(name, identity) == identity:
+                merged[name] = identity
+            else:  # one name, two projects: upstream keeps it, this side's is kept aside
+                self.variants.append({"path": MAP_FILE, "variant": MAP_FILE,
+                                      "why": f"name {name} maps to two projects"})  # fmt: skip
+        lines = [yaml.safe_dump({k: v}, allow_unicode=True, width=1000).strip()
+                 for k, v in sorted(merged.items())]  # fmt: skip
+        self._write(MAP_FILE, HEADER + "".join(line + "\n" for line in lines))
+        return [MAP_FILE]
+
+    def _lifecycle(self, text_from: Entry, ours: Entry, upstream: Entry) -> Entry:
+        """`text_from`'s text with both sides' lifecycle: supersede + supersede is a fork,
+        supersede + archive ends superseded with the archive kept."""
+        merged = Entry(text_from.id, text_from.title, text_from.type, upstream.status,
+                       upstream.created, text_from.body, list(text_from.tags),
+                       dict(text_from.extra))  # fmt: skip
+        a, b = upstream, ours
+        for key in ("superseded_by", "superseded_at", "archived_at", "archive_reason",
+                    "supersedes"):  # fmt: skip
+            merged.extra.pop(key, None)
+        successors = sorted(set(_as_list(a.extra.get("superseded_by")))
+                            | set(_as_list(b.extra.get("superseded_by"))))  # fmt: skip
+        supersedes = sorted(set(_as_list(a.extra.get("supersedes")))
+                            | set(_as_list(b.extra.get("supersedes"))))  # fmt: skip
+        if supersedes:
+            merged.extra["supersedes"] = supersedes
+        merged.status = max((a.status, b.status), key=lambda s: RANK.get(s, 0))
+        if successors:
+            merged.status = "superseded"
+            merged.extra["superseded_by"] = successors[0] if len(successors) == 1 else successors
+            merged.extra["superseded_at"] = min(
+                str(x) for x in (a.extra.get("superseded_at"), b.extra.get("superseded_at")) if x
+            )
+            if len(successors) > 1:
+                self.forks.append({"id": merged.id, "successors": successors})
+        archived = [e for e in (a, b) if e.extra.get("archived_at")]
+        if archived:
+            merged.extra["archived_at"] = archived[0].extra["archived_at"]
+            merged.extra["archive_reason"] = archived[0].extra.get("archive_reason", "")
+            if successors:
+                self.notes.append({"id": merged.id, "superseded_and_archived": True})
+        return merged

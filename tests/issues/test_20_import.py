@@ -1,0 +1,355 @@
+"""Issue 20 (import): `memory-agent import` brings in what people already wrote - CLAUDE.md,
+AGENTS.md, a vault of notes, Claude Code's memory folder. The real daemon (MiniLM) and the real
+CLI as subprocesses, real git; the reading of files is also checked on its own."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from memory_agent import config
+from memory_agent.client import DaemonClient
+from memory_agent.index.memory import Memory
+from memory_agent.kb.imports import Section, infer_type, read_sources, split_document
+from tests.memory_agent.helpers import git
+from tests.memory_agent.mcp_helpers import daemon_pids, env_for
+
+CLOCK = "2026-11-30T09:00:00Z"
+AWS_KEY = "AKIAZ7QW4RTY2UIO3PLK"
+GH_TOKEN = "ghp_" + "x7Kq2Lm9Np4Rs6Tv8Wy0Zb3Cd5Ef1Gh7Jk2M"
+
+CLAUDE_MD = f"""# CLAUDE.md
+
+Guidance for agents working in the billing service.
+
+## Build and test
+
+Run `make test` before every push; the integration suite needs `docker compose up db`.
+CI deploys with the key {AWS_KEY} (rotate it yearly).
+
+## Pitfalls
+
+- The ledger fixtures go stale after a migration: run `make fixtures` again.
+- Never call `Invoice.save()` inside a loop; it commits each time.
+
+## Empty section
+
+## Conventions
+
+Money is stored as integer cents, never floats. Use the token {GH_TOKEN} only in CI.
+
+```bash
+## this is a shell comment, not a section
+make lint
+```
+"""
+
+
+# -- reading files, no daemon ----------------------------------------------------------------
+def test_a_document_splits_at_second_level_headings_outside_code():
+    parts = split_document(CLAUDE_MD, "CLAUDE", "~/src/billing/CLAUDE.md")
+    sections = [p for p in parts if isinstance(p, Section)]
+    assert [s.title for s in sections] == ["CLAUDE.md", "Build and test", "Pitfalls", "Conventions"]
+    assert [s.type for s in sections] == ["note", "note", "pitfall", "guideline"]
+    assert sections[0].body == "Guidance for agents working in the billing service."
+    assert "## this is a shell comment" in sections[3].body  # a fence is not split
+    assert sections[2].origin == "import:~/src/billing/CLAUDE.md#Pitfalls"
+    assert sections[0].origin == "import:~/src/billing/CLAUDE.md"  # the text before ##
+    assert {"heading": "Empty section", "reason": "empty section"} in parts
+    twice = split_document("## Notes\na\n## Notes\nb\n", "x", "x.md")
+    assert [s.origin for s in twice] == ["import:x.md#Notes", "import:x.md#Notes (2)"]
+    whole = split_document("Just one paragraph.\n", "loose-thought", "n/loose-thought.md")
+    assert [(s.title, s.origin) for s in whole] == [("loose-thought", "import:n/loose-thought.md")]
+
+
+def test_types_are_inferred_from_headings_only_and_conservatively():
+    assert infer_type("Known issues") == "pitfall"
+    assert infer_type("Rules of thumb") == "guideline"
+    assert infer_type("Architecture decisions") == "decision"
+    assert infer_type("User preferences") == "preference"
+    assert infer_type("Release process") == "process"
+    assert infer_type("Ruler settings") == "note"  # whole words only
+    assert infer_type("Setup", "Team conventions") == "guideline"  # else the document's title
+    body_says = split_document("## Setup\nThis is a pitfall and a decision.\n", "x", "x.md")
+    assert body_says[0].type == "note"  # the body never decides
+
+
+def test_claude_codes_memory_folder_skips_its_index_and_reads_the_declared_type(tmp_path):
+    memory = tmp_path / ".claude" / "projects" / "-home-me-billing" / "memory"
+    memory.mkdir(parents=True)
+    (memory / "MEMORY.md").write_text("- [Testing](feedback_testing.md) - no mocks\n")
+    (memory / "feedback_testing.md").write_text(
+        "---\nname: Integration tests hit a real database\ndescription: no mocks\n"
+        "type: feedback\n---\nDo not mock the database in integration tests.\n"
+    )
+    sections, skipped = read_sources([str(memory)])
+    assert [(s.title, s.type) for s in sections] == [
+        ("Integration tests hit a real database", "guideline")
+    ]
+    assert "description: no mocks" in sections[0].body  # other frontmatter is kept
+    assert [s["file"] for s in skipped] == [str(memory / "MEMORY.md")]
+
+
+# -- through the daemon ------------------------------------------------------------------------
+def _repo(path, remote=None):
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    if remote:
+        git(path, "remote", "add", "origin", remote)
+    return path
+
+
+def _commit(repo, message="files"):
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+
+
+@pytest.fixture
+def world(tmp_path, shared_cache, monkeypatch):
+    home = tmp_path / "home"
+    Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    client = DaemonClient(home)
+    env = env_for(home, shared_cache, MEMORY_AGENT_CLOCK=CLOCK)
+    for key in ("MEMORY_AGENT_CACHE", "MEMORY_AGENT_EMBEDDER", "MEMORY_AGENT_CLOCK"):
+        monkeypatch.setenv(key, env[key])
+    client.ensure()
+    client.admin("sync")
+    yield {"home": home, "kb": home / "kb", "outside": outside, "cache": shared_cache,
+           "tmp": tmp_path}  # fmt: skip
+    DaemonClient(home).stop(wait=True)
+    for pid in daemon_pids(home):
+        os.kill(pid, signal.SIGKILL)
+
+
+def cli(w, cwd, *args, check=True, **env):
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory_agent", *args, "--home", str(w["home"]), "--json"],
+        capture_output=True,
+        text=True,
+        env=env_for(w["home"], w["cache"], MEMORY_AGENT_CLOCK=CLOCK, **env),
+        cwd=cwd,
+        timeout=300,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(proc.stderr or proc.stdout)
+    return json.loads(proc.stdout)
+
+
+def head(kb):
+    return git(kb, "rev-parse", "HEAD").strip()
+
+
+def committed_files(kb, rev="HEAD"):
+    return sorted(git(kb, "show", "--name-only", "--format=", rev).split())
+
+
+def front(path):
+    return yaml.safe_load(path.read_text().split("---\n")[1])
+
+
+def test_a_claude_md_is_previewed_then_written_in_one_commit_without_its_secrets(world):
+    w = world
+    docs = w["tmp"] / "billing"
+    docs.mkdir()
+    (docs / "CLAUDE.md").write_text(CLAUDE_MD)
+    before = head(w["kb"])
+
+    preview = cli(w, w["outside"], "import", str(docs / "CLAUDE.md"))
+    assert preview["status"] == "preview"
+    assert preview["counts"] == {"new": 4, "supersede": 0, "unchanged": 0, "duplicate": 0,
+                                 "skipped": 0}  # fmt: skip
+    assert preview["empty_sections"] == 1
+    assert [(e["action"], e["title"], e["type"]) for e in preview["entries"]] == [
+        ("new", "CLAUDE.md", "note"),
+        ("new", "Build and test", "note"),
+        ("new", "Pitfalls", "pitfall"),
+        ("new", "Conventions", "guideline"),
+    ]
+    assert head(w["kb"]) == before  # nothing written
+    assert not list(w["kb"].glob("*/pitfalls*.md"))
+
+    done = cli(w, w["outside"], "import", str(docs / "CLAUDE.md"), "--confirm")
+    assert done["status"] == "imported" and done["scope"] == "global"
+    assert git(w["kb"], "rev-parse", "HEAD~1").strip() == before  # exactly one commit
+    message = git(w["kb"], "log", "-1", "--format=%B")
+    assert message.startswith(f"memory: import {docs / 'CLAUDE.md'}: 4 new")
+    paths = {e["id"]: w["kb"] / e["type"] / f"{e['id']}.md" for e in done["entries"]}
+    assert committed_files(w["kb"]) == sorted(str(p.relative_to(w["kb"])) for p in paths.values())
+    pitfalls = front(paths[done["ids"][2]])
+    assert pitfalls["type"] == "pitfall"
+    assert pitfalls["source"] == f"import:{docs / 'CLAUDE.md'}#Pitfalls"
+    build = paths[done["ids"][1]].read_text()
+    assert "[REDACTED:" in build and "docker compose up db" in build
+    # no secret reached the disk: not the entries, the commit, the intent log or the index
+    for root, _, files in os.walk(w["home"]):
+        for name in files:
+            path = os.path.join(root, name)
+            if os.path.isfile(path):  # (git's objects are compressed: read through git below)
+                data = open(path, "rb").read()
+                assert AWS_KEY.encode() not in data and GH_TOKEN.encode() not in data, path
+    history = git(w["kb"], "log", "-p", "--all", "--format=%B")
+    assert "Money is stored as integer cents" in history
+    assert AWS_KEY not in history and GH_TOKEN not in history
+    found = cli(w, w["outside"], "search", "how is money stored, cents or floats")
+    assert found["hits"][0]["id"] == done["ids"][3]
+
+
+def test_importing_again_writes_nothing_and_an_edited_section_supersedes_its_entry(world):
+    w = world
+    docs = w["tmp"] / "billing"
+    docs.mkdir()
+    (docs / "CLAUDE.md").write_text(CLAUDE_MD)
+    first = cli(w, w["outside"], "import", str(docs / "CLAUDE.md"), "--confirm")
+    after_first = head(w["kb"])
+
+    again = cli(w, w["outside"], "import", str(docs / "CLAUDE.md"), "--confirm")
+    assert again["status"] == "unchanged" and again["commit"] is None
+    assert again["counts"]["unchanged"] == 4 and again["counts"]["new"] == 0
+    assert head(w["kb"]) == after_first
+
+    edited = CLAUDE_MD.replace("integer cents, never floats", "integer cents (BIGINT)")
+    (docs / "CLAUDE.md").write_text(edited)
+    preview = cli(w, w["outside"], "import", str(docs / "CLAUDE.md"))
+    assert preview["counts"]["supersede"] == 1 and preview["counts"]["unchanged"] == 3
+    assert head(w["kb"]) == after_first
+    done = cli(w, w["outside"], "import", str(docs / "CLAUDE.md"), "--confirm")
+    old_id = first["ids"][3]
+    assert done["superseded"] == [old_id] and len(done["ids"]) == 1
+    assert git(w["kb"], "rev-parse", "HEAD~1").strip() == after_first  # one commit
+    new_id = done["ids"][0]
+    assert committed_files(w["kb"]) == sorted([f"guideline/{old_id}.md", f"guideline/{new_id}.md"])
+    old = front(w["kb"] / "guideline" / f"{old_id}.md")
+    new = front(w["kb"] / "guideline" / f"{new_id}.md")
+    assert old["status"] == "superseded" and old["superseded_by"] == new_id
+    assert new["supersedes"] == [old_id] and new["source"] == old["source"]
+    assert "BIGINT" in (w["kb"] / "guideline" / f"{new_id}.md").read_text()
+    # and the edited file, imported once more, is unchanged; an archived entry stays archived
+    cli(w, w["outside"], "archive", first["ids"][2], "--reason", "fixed upstream", "--confirm")
+    after_archive = head(w["kb"])
+    last = cli(w, w["outside"], "import", str(docs / "CLAUDE.md"), "--confirm")
+    assert last["status"] == "unchanged" and last["counts"]["unchanged"] == 4
+    assert head(w["kb"]) == after_archive
+
+
+def test_a_vault_keeps_its_frontmatter_and_wikilinks(world):
+    w = world
+    vault = w["tmp"] / "vault"
+    (vault / ".obsidian").mkdir(parents=True)
+    (vault / ".obsidian" / "workspace.md").write_text("# Workspace\nnot a note\n")
+    (vault / "projects").mkdir()
+    (vault / "Deploy checklist.md").write_text(
+        "---\ntags: [ops, '#release', nested/tag]\naliases: [ship it]\n---\n"
+        "Tag the release, then run the deploy job. See [[Rollback plan]] and "
+        "[[Release notes|notes]].\n"
+    )
+    (vault / "projects" / "Rollback plan.md").write_text(
+        "# Rollback plan\n\n## Database\n\nRestore the nightly snapshot with `pg_restore`.\n\n"
+        "## Traffic\n\nShift traffic back to the blue pool within five minutes.\n"
+    )
+    done = cli(w, w["outside"], "import", str(vault), "--confirm")
+    assert done["counts"]["new"] == 3
+    titles = {e["title"]: e for e in done["entries"]}
+    assert set(titles) == {"Deploy checklist", "Database", "Traffic"}  # .obsidian not read
+    deploy = w["kb"] / "note" / f"{titles['Deploy checklist']['id']}.md"
+    text = deploy.read_text()
+    assert "[[Rollback plan]]" in text and "[[Release notes|notes]]" in text
+    assert front(deploy)["tags"] == ["ops", "release", "nested-tag"]
+    assert "aliases:\n- ship it" in text  # the rest of the frontmatter, kept in the body
+    assert front(deploy)["source"] == f"import:{vault / 'Deploy checklist.md'}"
+    assert front(w["kb"] / "note" / f"{titles['Traffic']['id']}.md")["source"] == (
+        f"import:{vault / 'projects' / 'Rollback plan.md'}#Traffic"
+    )
+    message = git(w["kb"], "log", "-1", "--format=%s").strip()
+    assert message == f"memory: import {vault}: 3 new, 0 superseded"
+
+
+def test_duplicates_within_the_import_and_of_the_kb_are_left_out(world):
+    w = world
+    known = cli(w, w["outside"], "add", "--title", "Pitfalls", "--type", "pitfall", "--body",
+                "- Restarting the worker drops queued jobs; drain it first.")  # fmt: skip
+    docs = w["tmp"] / "repo"
+    docs.mkdir()
+    shared = "## Style\n\nFormat with black and sort imports with isort.\n"
+    (docs / "CLAUDE.md").write_text(
+        shared + "\n## Tests\n\nRun the whole suite with make check before a release.\n"
+        "\n## Pitfalls\n\n- Restarting the worker drops queued jobs; drain it first.\n"
+    )
+    (docs / "AGENTS.md").write_text(
+        shared + "\n## Testing\n\nRun the whole suite with make check before a release!\n"
+    )
+    done = cli(w, w["outside"], "import", str(docs / "AGENTS.md"), str(docs / "CLAUDE.md"),
+               "--confirm")  # fmt: skip
+    by_origin = {e["origin"].rpartition("/")[2]: e for e in done["entries"]}
+    assert done["counts"]["new"] == 2 and done["counts"]["duplicate"] == 3
+    style = by_origin["AGENTS.md#Style"]
+    assert style["action"] == "new"
+    assert by_origin["CLAUDE.md#Style"] == {**by_origin["CLAUDE.md#Style"], "action": "duplicate",
+                                            "duplicate_of": style["id"], "match": "exact",
+                                            "within": "this import"}  # fmt: skip
+    near = by_origin["CLAUDE.md#Tests"]
+    assert near["action"] == "duplicate" and near["match"] == "near"
+    assert near["duplicate_of"] == by_origin["AGENTS.md#Testing"]["id"]
+    kb_dup = by_origin["CLAUDE.md#Pitfalls"]
+    assert kb_dup["action"] == "duplicate" and kb_dup["duplicate_of"] == known["id"]
+    assert "within" not in kb_dup
+    assert len(committed_files(w["kb"])) == 2
+
+
+def test_the_scope_is_the_working_directorys_project_unless_named(world):
+    w = world
+    alpha = _repo(w["tmp"] / "src" / "alpha", "git@github.com:acme/alpha.git")
+    (alpha / "CLAUDE.md").write_text("## Build\n\nAlpha builds with bazel 7: bazel build //...\n")
+    (alpha / "notes.md").write_text("## Editor\n\nThe user prefers tabs of width 4 everywhere.\n")
+    _commit(alpha)
+    git(alpha, "worktree", "add", "-q", str(w["tmp"] / "src" / "alpha-wt"))
+
+    done = cli(w, alpha, "import", "CLAUDE.md", "--confirm")
+    assert done["scope"] == "alpha" and done["entries"][0]["scope"] == "alpha"
+    entry = w["kb"] / "note" / f"{done['ids'][0]}.md"
+    assert front(entry)["scope"] == "alpha"
+    assert front(entry)["source"] == "import:github.com/acme/alpha/CLAUDE.md#Build"
+    assert committed_files(w["kb"]) == sorted(["projects.yaml", f"note/{done['ids'][0]}.md"])
+    # the same file in another worktree of the repository is the same origin: unchanged
+    again = cli(w, w["tmp"] / "src" / "alpha-wt", "import", "CLAUDE.md")
+    assert again["counts"]["unchanged"] == 1 and again["counts"]["new"] == 0
+
+    named = cli(w, alpha, "import", "notes.md", "--scope", "global", "--confirm")
+    assert named["scope"] == "global"
+    assert "scope" not in front(w["kb"] / "note" / f"{named['ids'][0]}.md")
+    outside = cli(w, w["outside"], "search", "how does alpha build with bazel")
+    assert done["ids"][0] not in [h["id"] for h in outside["hits"]]
+    inside = cli(w, alpha, "search", "how does alpha build with bazel")
+    assert inside["hits"][0]["id"] == done["ids"][0]
+
+
+def test_a_daemon_killed_mid_import_is_finished_in_one_commit_by_the_next_daemon(world):
+    w = world
+    docs = w["tmp"] / "billing"
+    docs.mkdir()
+    (docs / "CLAUDE.md").write_text(CLAUDE_MD)
+    before = head(w["kb"])
+    DaemonClient(w["home"]).stop(wait=True)  # the next one starts with the fault set
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory_agent", "import", str(docs / "CLAUDE.md"), "--confirm",
+         "--home", str(w["home"]), "--json"],
+        capture_output=True, text=True, cwd=w["outside"], timeout=300,
+        env=env_for(w["home"], w["cache"], MEMORY_AGENT_CLOCK=CLOCK,
+                    MEMORY_AGENT_FAULT="after-write"),
+    )  # fmt: skip
+    assert proc.returncode == 2 and "stopped answering" in proc.stdout
+    assert head(w["kb"]) == before  # written, not committed
+    assert len(list((w["home"] / "run" / "pending").glob("*.json"))) == 1
+    # a new daemon finishes the import (at start, or before the next write) as one commit
+    again = cli(w, w["outside"], "import", str(docs / "CLAUDE.md"), "--confirm")
+    assert again["status"] == "unchanged" and again["counts"]["unchanged"] == 4
+    assert not list((w["home"] / "run" / "pending").glob("*.json"))
+    assert git(w["kb"], "rev-parse", "HEAD~1").strip() == before  # one commit, all four
+    assert len(committed_files(w["kb"])) == 4
+    message = git(w["kb"], "log", "-1", "--format=%B").strip()
+    assert message.split("\n\nMemory-Agent-Machine:")[0].endswith("(recovered)")

@@ -11,7 +11,7 @@ import json
 import pytest
 from starlette.testclient import TestClient
 
-from memory_agent.client import CALLER_HEADER, PROTOCOL_VERSION
+from memory_agent.client import CALLER_HEADER, PROTOCOL_VERSION, WHERE_HEADER
 from memory_agent.serve.daemon import build_app
 from memory_agent.serve.service import Service
 from tests.memory_agent.helpers import make_memory
@@ -96,6 +96,9 @@ READS = [
     call("memory_search", {"query": "x", "as_of": "9999-12-31"}),  # our own refusal
     call("memory_search", {"query": "x", "include_archived": "yes"}),
     call("memory_search", "not an object"),  # the spec's params check
+    call("memory_search", {"query": "deploy", "scope": "all"}),  # a parameter added later
+    call("memory_search", {"query": "deploy", "scope": "global"}),
+    call("memory_search", {"query": "deploy", "scope": ""}),
     call("memory_get", {"id": "no-such-entry"}),  # not_found
     call("memory_get", {"id": 42}),
     call("memory_get", {"id": "a\u202eb"}),  # an invisible character in an id
@@ -115,6 +118,15 @@ def test_read_only_calls_get_the_sdks_reply_byte_for_byte(paths):
     for message in reads:
         assert post(direct_client, message) == sdk_post(message), message
     assert direct.served - served == len(reads)  # every one was answered by the direct path
+
+
+def test_the_where_header_gets_the_same_reply_on_both_paths(paths, tmp_path):
+    direct, direct_client, sdk_post = paths
+    headers = {**HEADERS, WHERE_HEADER: str(tmp_path)}
+    message = call("memory_search", {"query": "deploy", "scope": "project"})
+    served = direct.served
+    assert post(direct_client, message, headers) == sdk_post(message, headers)
+    assert direct.served == served + 1
 
 
 def test_the_caller_header_reaches_the_usage_log_on_the_direct_path(paths, service, memory):

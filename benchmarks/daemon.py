@@ -75,6 +75,12 @@ def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
@@ -222,9 +228,11 @@ def _client_loop(
 
 def concurrent_window(
     home: Path, env: dict[str, str], clients: int, writer: bool, duration: float,
-    queries: list[str], text: Text, seed: int,
+    queries: list[str], text: Text, seed: int, daemon_pid: int | None = None,
 ) -> dict[str, float]:  # fmt: skip
-    """One window: `clients` searchers (and one writer) closed-loop for `duration` seconds."""
+    """One window: `clients` searchers (and one writer) closed-loop for `duration` seconds.
+    With `daemon_pid`, also the daemon's CPU time per call answered in the window and the
+    machine's load average at its start (the daemon serves nothing else meanwhile)."""
     out: dict[str, list[float]] = {"memory_search": [], "memory_add": []}
     failures: list[str] = []
     threads = []
@@ -254,9 +262,11 @@ def concurrent_window(
     start.wait(timeout=600)
     began = time.perf_counter()
     stop_at[0] = began + duration
+    load, cpu_before = os.getloadavg()[0], cpu_s(daemon_pid) if daemon_pid else 0.0
     for th in threads:
         th.join()
     wall = time.perf_counter() - began
+    cpu = cpu_s(daemon_pid) - cpu_before if daemon_pid else float("nan")
     searches, adds_ms = out["memory_search"], out["memory_add"]
     row = {
         "search_p50_ms": pct(searches, 0.5) if searches else float("nan"),
@@ -264,6 +274,8 @@ def concurrent_window(
         "searches_per_s": len(searches) / wall,
         "searches": float(len(searches)),
         "failures": float(len(failures)),
+        "daemon_cpu_ms_per_call": cpu * 1000 / max(1, len(searches) + len(out["memory_add"])),
+        "load": load if daemon_pid else float("nan"),
     }
     if writer:
         row["adds"] = float(len(adds_ms))
@@ -300,6 +312,7 @@ def measure_clients(size: int, args: argparse.Namespace, text: Text) -> list[dic
                         queries,
                         text,
                         seed=size + 1000 * clients + 17 * run + (mode == "mixed"),
+                        daemon_pid=client.pid(),
                     )  # fmt: skip
                 )
                 print(f"[{size}] {clients} client(s) {mode} run {run + 1}: {runs[-1]}",
@@ -331,9 +344,9 @@ def report_clients(rows: list[dict[str, float]], args: argparse.Namespace, real:
     )
     print(
         "| entries | clients | mode | search p50 / p95 | p95 / 1-client p95 | searches/s "
-        "| adds (p50 / p95) |"
+        "| adds (p50 / p95) | daemon CPU per call | load average |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     single = {
         int(r["entries"]): r["search_p95_ms"] for r in rows if r["clients"] == 1 and not r["mixed"]
     }
@@ -349,7 +362,8 @@ def report_clients(rows: list[dict[str, float]], args: argparse.Namespace, real:
             f"| {int(r['entries']):,} | {int(r['clients'])} | "
             f"{'search + 1 writer' if r['mixed'] else 'search'} "
             f"| {r['search_p50_ms']:.1f} / {r['search_p95_ms']:.1f} ms | {ratio} "
-            f"| {r['searches_per_s']:.1f} | {adds} |"
+            f"| {r['searches_per_s']:.1f} | {adds} | {r['daemon_cpu_ms_per_call']:.1f} ms "
+            f"| {r['load']:.1f} |"
         )
 
 

@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,10 @@ PROTOCOL_VERSION = "2025-06-18"
 CALLER_HEADER = "X-Memory-Agent-Caller"
 # The directory the session works in (percent-encoded): the daemon finds its project there.
 WHERE_HEADER = "X-Memory-Agent-Where"
+# How long a connection whose reply was read is kept for the next MCP call, and how long the
+# daemon keeps an idle one: longer, so the daemon never closes a connection a client may reuse.
+KEEPALIVE_S = 2.0
+DAEMON_KEEPALIVE_S = 5.0
 
 
 class NotConnected(ConnectionError):
@@ -59,6 +64,29 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
+class _Idle:
+    """Connections whose reply was read, kept for the next MCP call (newest first out). Shared
+    by the proxy's worker threads; each connection serves one call at a time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conns: list[tuple[float, _UnixConnection]] = []
+
+    def take(self) -> _UnixConnection | None:
+        now = time.monotonic()
+        with self._lock:
+            while self._conns:
+                since, conn = self._conns.pop()
+                if now - since < KEEPALIVE_S:
+                    return conn
+                conn.close()
+        return None
+
+    def put(self, conn: _UnixConnection) -> None:
+        with self._lock:
+            self._conns.append((time.monotonic(), conn))
+
+
 class DaemonClient:
     def __init__(self, home: Path, *, timeout: float = 600.0, start_timeout: float | None = None):
         """`start_timeout`: seconds to wait for a daemon this client starts; None reads the
@@ -69,6 +97,7 @@ class DaemonClient:
         self.socket_path = self.run_dir / "daemon.sock"
         self.timeout = timeout
         self._ids = itertools.count(1)
+        self._idle = _Idle()
 
     # -- raw HTTP ---------------------------------------------------------------------------
     def request(
@@ -233,7 +262,28 @@ class DaemonClient:
             from urllib.parse import quote
 
             headers[WHERE_HEADER] = quote(where, safe="/")
-        status, _, data = self.request("POST", "/mcp", payload, headers, timeout)
+        conn = self._idle.take()
+        if conn is not None:
+            conn.timeout = timeout or self.timeout
+            conn.sock.settimeout(conn.timeout)
+            try:
+                conn.request("POST", "/mcp", body=payload, headers=headers)
+            except OSError:
+                # The daemon closed it (stopped, or replaced) before the message went out: a
+                # failed send delivered nothing, so it goes out again on a new connection.
+                conn.close()
+                conn = None
+        if conn is None:
+            conn = _UnixConnection(str(self.socket_path), timeout or self.timeout)
+            conn.request("POST", "/mcp", body=payload, headers=headers)
+        try:
+            resp = conn.getresponse()
+            status, data = resp.status, resp.read()
+        except BaseException:
+            conn.close()
+            raise
+        if conn.sock is not None:  # not closed by a `Connection: close` reply
+            self._idle.put(conn)
         return status, data
 
     def call_tool(

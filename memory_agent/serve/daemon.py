@@ -28,6 +28,7 @@ from typing import Any
 
 from memory_agent import __version__
 from memory_agent import config as config_mod
+from memory_agent.client import DAEMON_KEEPALIVE_S
 from memory_agent.errors import AlreadyRunning, DaemonError
 from memory_agent.files import FileLock
 
@@ -113,8 +114,10 @@ def _bind_socket(path: Path) -> socket.socket:
     return sock
 
 
-def build_app(service: Any, server_holder: dict[str, Any]):
-    """The ASGI app: MCP at /mcp plus health and admin routes."""
+def build_app(service: Any, server_holder: dict[str, Any], *, single_exchange: bool = True):
+    """The ASGI app: MCP at /mcp plus health and admin routes. With `single_exchange`, a
+    read-only tool call is answered without the SDK's per-request session
+    (`serve.single_exchange`; the same kernel, the same reply)."""
     import anyio
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
@@ -250,9 +253,14 @@ def build_app(service: Any, server_holder: dict[str, Any]):
         allowed_hosts=["localhost", "localhost:*"],
         allowed_origins=[],
     )
-    return mcp.streamable_http_app(
+    app = mcp.streamable_http_app(
         stateless_http=True, json_response=True, transport_security=security
     )
+    if not single_exchange:
+        return app
+    from memory_agent.serve.single_exchange import SingleExchangeReads
+
+    return SingleExchangeReads(app, mcp, security)
 
 
 def _server_class():
@@ -346,7 +354,12 @@ def run_daemon(
         app = build_app(service, holder)
         server = _server_class()(
             uvicorn.Config(
-                app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=60
+                app,
+                log_config=None,
+                access_log=False,
+                lifespan="on",
+                timeout_graceful_shutdown=60,
+                timeout_keep_alive=DAEMON_KEEPALIVE_S,
             )
         )
         holder["server"] = server

@@ -4,11 +4,11 @@
 
 Each array starts at a multiple of 64 bytes; the header holds the writer's `meta` and, for
 each array, its dtype, shape, offset and CRC32, and the size of the data (so a truncated file
-is told by its length). `write` replaces the
-file atomically (`ragcore.atomic`). `ArrayFile(path)` reads and checks the header;
-`arrays()` maps the arrays read-only (`np.memmap`) and checks every CRC. A file that is not
-one, is truncated, or fails a CRC raises `ArrayFileError`: its reader rebuilds what it held,
-and never uses it.
+is told by its length). `write` replaces the file atomically (`ragcore.atomic`).
+`ArrayFile(path)` reads and checks the header; `arrays()` maps the arrays read-only
+(`np.memmap`; or reads those asked for) and checks every CRC. A file that is not one, is
+truncated, or fails a CRC raises `ArrayFileError`: its reader rebuilds what it held, and never
+uses it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -92,21 +93,31 @@ class ArrayFile:
         if size != expected:
             raise ArrayFileError(f"{self.path.name}: {size} bytes, expected {expected}")
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Every array, memory-mapped read-only, each checked against its CRC32."""
+    def arrays(self, read: Collection[str] = ()) -> dict[str, np.ndarray]:
+        """Every array, each checked against its CRC32: memory-mapped read-only (one mapping
+        for the file), except those named in `read`, which are read into memory (what the
+        caller drops right away, so that its pages never count against the process)."""
         out: dict[str, np.ndarray] = {}
-        whole = np.memmap(self.path, dtype=np.uint8, mode="r") if self._layout else None
-        for name, (dtype, shape, offset, crc) in self._layout.items():
-            try:
-                dt = np.dtype(dtype)
-                count = int(np.prod(shape, dtype=np.int64))
-                assert whole is not None
-                begin = self._start + int(offset)
-                raw = whole[begin : begin + count * dt.itemsize]
-                a = np.asarray(raw.view(dt).reshape(shape)) if count else np.empty(shape, dt)
-            except (TypeError, ValueError) as exc:
-                raise ArrayFileError(f"{self.path.name}: array {name}: {exc}") from exc
-            if _crc(a) != crc:
-                raise ArrayFileError(f"{self.path.name}: array {name} fails its CRC")
-            out[name] = a
+        whole: np.memmap | None = None
+        with open(self.path, "rb") as fh:
+            for name, (dtype, shape, offset, crc) in self._layout.items():
+                try:
+                    dt = np.dtype(dtype)
+                    shape = tuple(int(n) for n in shape)
+                    size = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+                    start = self._start + int(offset)
+                    if size == 0:
+                        a = np.empty(shape, dtype=dt)
+                    elif name in read:
+                        fh.seek(start)
+                        a = np.frombuffer(fh.read(size), dtype=dt).reshape(shape)
+                    else:
+                        if whole is None:
+                            whole = np.memmap(self.path, dtype=np.uint8, mode="r")
+                        a = np.asarray(whole[start : start + size]).view(dt).reshape(shape)
+                except (TypeError, ValueError, OSError) as exc:
+                    raise ArrayFileError(f"{self.path.name}: array {name}: {exc}") from exc
+                if a.nbytes != size or _crc(a) != crc:
+                    raise ArrayFileError(f"{self.path.name}: array {name} fails its CRC")
+                out[name] = a
         return out

@@ -131,13 +131,13 @@ def replay_limit(documents: int) -> int:
 
 
 def load_model(
-    segment: SegmentFile, saved: Path, dim: int, with_dense: bool
+    segment: SegmentFile, saved: Path, dim: int, with_dense: bool, counts: tuple[int, int]
 ) -> tuple[ReadModel, str]:
     """The read model of a generation, and where it came from (for a log line). `saved` is
-    the path of its saved arrays (beside the segment). The caller keeps writers off the
-    segment meanwhile."""
+    the path of its saved arrays (beside the segment), `counts` the segment's (chunks its
+    manifest lists, chunk rows it holds). The caller keeps writers off the segment meanwhile."""
     with _long_lived():
-        return _load(segment, saved, dim, with_dense)
+        return _load(segment, saved, dim, with_dense, counts)
 
 
 @contextlib.contextmanager
@@ -158,11 +158,13 @@ def _long_lived() -> Iterator[None]:
             gc.enable()
 
 
-def _load(segment: SegmentFile, saved: Path, dim: int, with_dense: bool) -> tuple[ReadModel, str]:
+def _load(
+    segment: SegmentFile, saved: Path, dim: int, with_dense: bool, counts: tuple[int, int]
+) -> tuple[ReadModel, str]:
     uid, seq = segment.state()
     key = {"layout": LAYOUT, "uid": uid, "dim": dim, "with_dense": with_dense}
     try:
-        model, replayed = _from_saved(segment, ArrayFile(saved), key, seq)
+        model, replayed = _from_saved(segment, ArrayFile(saved), key, seq, counts)
         return model, f"saved arrays, {replayed} changes replayed"
     except FileNotFoundError:
         why = "no saved arrays"
@@ -179,12 +181,19 @@ def _load(segment: SegmentFile, saved: Path, dim: int, with_dense: bool) -> tupl
     return model, f"segment rows ({why})"
 
 
+# Arrays only read to build the model, then dropped: read, not mapped.
+_READ = frozenset(
+    ["docs", "chunk_ids", "tags.names", "tags.offsets", "tags.ids", "entities.names",
+     "entities.offsets", "entities.ids"]
+)  # fmt: skip
+
+
 class _Unusable(Exception):
     """Saved arrays that are intact but not for this segment as it stands."""
 
 
 def _from_saved(
-    segment: SegmentFile, saved: ArrayFile, key: dict, seq: int
+    segment: SegmentFile, saved: ArrayFile, key: dict, seq: int, counts: tuple[int, int]
 ) -> tuple[ReadModel, int]:
     meta = saved.meta
     if {k: meta.get(k) for k in key} != key:
@@ -194,14 +203,13 @@ def _from_saved(
     changed = segment.count_changes_since(int(meta["seq"]))
     if changed > replay_limit(int(meta["documents"])):
         raise _Unusable(f"{changed} documents changed since they were taken")
-    model = ReadModel.from_arrays(_unpack(meta, saved.arrays()))
+    model = ReadModel.from_arrays(_unpack(meta, saved.arrays(read=_READ)))
     if changed:
         _replay(model, segment, int(meta["seq"]))
-    listed, present = segment.counts()
-    if (model.listed_chunks(), model.chunks) != (listed, present):
+    if (model.listed_chunks(), model.chunks) != counts:
         raise _Unusable(
             f"they hold {model.chunks} chunks ({model.listed_chunks()} listed), the segment "
-            f"{present} ({listed} listed)"
+            f"{counts[1]} ({counts[0]} listed)"
         )
     return model, changed
 

@@ -153,10 +153,14 @@ class Snapshot:
             ) from exc
         try:
             _check_embedder(owner.embedder, meta, name)
-            model, origin = load_model(
-                segment, owner.root / name / MODEL_FILE, int(meta["dim"]), with_dense
-            )
             listed, present = segment.counts()
+            model, origin = load_model(
+                segment,
+                owner.root / name / MODEL_FILE,
+                int(meta["dim"]),
+                with_dense,
+                (listed, present),
+            )
             problems = []
             if listed != present:
                 problems.append(

@@ -268,6 +268,8 @@ def test_an_array_file_gives_back_its_arrays_read_only_and_refuses_damage(tmp_pa
         assert back[name].dtype == a.dtype and np.array_equal(back[name], a)
     with pytest.raises(ValueError, match="read-only"):
         back["matrix"][0, 0] = 1.0
+    read = got.arrays(read={"json", "matrix"})  # read into memory instead of mapped
+    assert all(np.array_equal(read[name], a) for name, a in arrays.items())
     whole = path.read_bytes()
     path.write_bytes(whole[:-1])
     with pytest.raises(ArrayFileError, match="expected"):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import json
 import os
 from collections.abc import Iterator
@@ -260,13 +261,13 @@ def _unpack(meta: dict, arrays: dict[str, np.ndarray]) -> ModelArrays:
         (json.loads(arrays[f"{t}.names"].tobytes()), arrays[f"{t}.offsets"], arrays[f"{t}.ids"])
         for t in ("tags", "entities")
     )
-    names, offsets, ids = entities[0], entities[1].tolist(), entities[2].tolist()
     rows = json.loads(arrays["docs"].tobytes())
-    if len(offsets) != len(rows) + 1 or len(tags[1]) != len(rows) + 1:
+    if len(entities[1]) != len(rows) + 1 or len(tags[1]) != len(rows) + 1:
         raise _Unusable("name tables of another size than the documents")
+    named = list(map(entities[0].__getitem__, entities[2].tolist()))  # one string per name
     docs = [
-        DocInfo.from_row(row, tuple(map(names.__getitem__, ids[offsets[r] : offsets[r + 1]])))
-        for r, row in enumerate(rows)
+        DocInfo.from_row(row, tuple(named[a:b]))
+        for row, (a, b) in zip(rows, itertools.pairwise(entities[1].tolist()), strict=True)
     ]
     chunk_ids = json.loads(arrays["chunk_ids"].tobytes())
     n, dim = len(chunk_ids), int(meta["dim"])

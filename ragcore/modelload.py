@@ -132,13 +132,13 @@ def replay_limit(documents: int) -> int:
 
 
 def load_model(
-    segment: SegmentFile, saved: Path, dim: int, with_dense: bool, counts: tuple[int, int]
+    segment: SegmentFile, saved: Path, dim: int, with_dense: bool, chunks: int
 ) -> tuple[ReadModel, str]:
     """The read model of a generation, and where it came from (for a log line). `saved` is
-    the path of its saved arrays (beside the segment), `counts` the segment's (chunks its
-    manifest lists, chunk rows it holds). The caller keeps writers off the segment meanwhile."""
+    the path of its saved arrays (beside the segment), `chunks` the number of chunks the
+    segment lists and holds. The caller keeps writers off the segment meanwhile."""
     with _long_lived():
-        return _load(segment, saved, dim, with_dense, counts)
+        return _load(segment, saved, dim, with_dense, chunks)
 
 
 @contextlib.contextmanager
@@ -160,12 +160,12 @@ def _long_lived() -> Iterator[None]:
 
 
 def _load(
-    segment: SegmentFile, saved: Path, dim: int, with_dense: bool, counts: tuple[int, int]
+    segment: SegmentFile, saved: Path, dim: int, with_dense: bool, chunks: int
 ) -> tuple[ReadModel, str]:
     uid, seq = segment.state()
     key = {"layout": LAYOUT, "uid": uid, "dim": dim, "with_dense": with_dense}
     try:
-        model, replayed = _from_saved(segment, ArrayFile(saved), key, seq, counts)
+        model, replayed = _from_saved(segment, ArrayFile(saved), key, seq, chunks)
         return model, f"saved arrays, {replayed} changes replayed"
     except FileNotFoundError:
         why = "no saved arrays"
@@ -194,7 +194,7 @@ class _Unusable(Exception):
 
 
 def _from_saved(
-    segment: SegmentFile, saved: ArrayFile, key: dict, seq: int, counts: tuple[int, int]
+    segment: SegmentFile, saved: ArrayFile, key: dict, seq: int, chunks: int
 ) -> tuple[ReadModel, int]:
     meta = saved.meta
     if {k: meta.get(k) for k in key} != key:
@@ -207,10 +207,10 @@ def _from_saved(
     model = ReadModel.from_arrays(_unpack(meta, saved.arrays(read=_READ)))
     if changed:
         _replay(model, segment, int(meta["seq"]))
-    if (model.listed_chunks(), model.chunks) != counts:
+    if (model.listed_chunks(), model.chunks) != (chunks, chunks):
         raise _Unusable(
             f"they hold {model.chunks} chunks ({model.listed_chunks()} listed), the segment "
-            f"{counts[1]} ({counts[0]} listed)"
+            f"{chunks}"
         )
     return model, changed
 

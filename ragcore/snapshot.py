@@ -154,26 +154,19 @@ class Snapshot:
         try:
             _check_embedder(owner.embedder, meta, name)
             listed, present = segment.counts()
-            model, origin = load_model(
-                segment,
-                owner.root / name / MODEL_FILE,
-                int(meta["dim"]),
-                with_dense,
-                (listed, present),
-            )
-            problems = []
-            if listed != present:
-                problems.append(
-                    f"the segment holds {present} chunks but the manifest lists {listed}"
-                )
-            if server is not None and server.count() != model.chunks:
-                problems.append(
-                    f"the Qdrant collection holds {server.count()} points but the "
-                    f"manifest lists {model.chunks}"
-                )
-            if problems:
+            if listed != present:  # before the read model is loaded (or saved) for nothing
                 raise IndexInconsistent(
-                    f"index generation {name} is inconsistent: {'; '.join(problems)}",
+                    f"index generation {name} is inconsistent: the segment holds {present} "
+                    f"chunks but the manifest lists {listed}",
+                    REBUILD_HINT,
+                )
+            model, origin = load_model(
+                segment, owner.root / name / MODEL_FILE, int(meta["dim"]), with_dense, listed
+            )
+            if server is not None and server.count() != model.chunks:
+                raise IndexInconsistent(
+                    f"index generation {name} is inconsistent: the Qdrant collection holds "
+                    f"{server.count()} points but the manifest lists {model.chunks}",
                     REBUILD_HINT,
                 )
         except BaseException:

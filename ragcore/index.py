@@ -34,8 +34,8 @@ search sees every write either whole or not at all. Writers are serialised by th
 (and, above it, by the caller's writer lock).
 
 Public lookups: `doc(id)`, `docs()`, `len(index)`, `revision` (changes with every change),
-`similar(document, ...)` (the nearest documents to a new text), `snapshot()`. Nothing else of
-the index's insides is part of its interface; a search reads a snapshot's channels.
+`similar(document, ...)` (the nearest documents to a new text), `snapshot()`; and
+`open_in_background()`. Nothing else of the index's insides is part of its interface.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -146,6 +146,7 @@ class Index:
         self.qdrant_location = qdrant_location
         self._lock = threading.RLock()  # writers (and the first open) only
         self._snap: Snapshot | None = None
+        self.open_error: Exception | None = None  # why the last open failed (None: it did not)
         self._switching: str | None = None  # the generation activate is moving CURRENT to
         self._rows = RowBuilder(
             self.embedder, self.tokenizer, max_chars, batch_size, self._writable
@@ -210,6 +211,34 @@ class Index:
             if name is None:
                 raise IndexError_(f"no index under {self.root}", REBUILD_HINT)
             self._snap = self._load(name)  # the one before stays readable for its readers
+            self.open_error = None
+
+    def open_in_background(
+        self, before: Callable[[], object], then: Callable[[Snapshot | None], object]
+    ) -> bool:
+        """Start opening the live generation on a thread ("index-open"); False if it is open or
+        there is none. The thread holds the writers' lock before this returns: a reader that
+        comes meanwhile waits for this open, never starts a second. On that thread `before()`
+        runs first and `then(snapshot)` after the open, the lock released - `then(None)` if it
+        failed: the error is kept (`open_error`), and the next reader opens again and raises it."""
+        held = threading.Event()
+
+        def run() -> None:
+            snap = None
+            with self._lock:
+                held.set()
+                try:
+                    before()
+                    snap = self._ensure_open()
+                except Exception as exc:  # noqa: BLE001 - kept; the next reader raises it
+                    self.open_error = exc
+            then(snap)
+
+        with self._lock:
+            if self._snap is not None or not self.exists():
+                return False
+            threading.Thread(target=run, name="index-open", daemon=True).start()
+        return held.wait()
 
     def _load(self, name: str) -> Snapshot:
         """Read generation `name` into a snapshot (not published)."""
@@ -323,14 +352,8 @@ class Index:
             finally:
                 self._switching = None
             removed = self._clean(keep={prepared.generation, previous} - {None})
-            return BuildReport(
-                prepared.generation,
-                prepared.documents,
-                prepared.chunks,
-                prepared.chunks,
-                prepared.seconds + time.perf_counter() - start,
-                removed,
-            )
+            p, seconds = prepared, prepared.seconds + time.perf_counter() - start
+            return BuildReport(p.generation, p.documents, p.chunks, p.chunks, seconds, removed)
 
     def _clean(self, keep: set[str]) -> list[str]:
         """Remove generations other than `keep`: orphans of dead builds and old ones."""

@@ -5,6 +5,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -214,3 +215,82 @@ def test_a_rebuild_killed_midway_leaves_the_old_generation_serving(tmp_path, cac
     assert report.generation == "gen-000003"
     assert "gen-000002" in report.removed_generations
     assert index.generations() == ["gen-000001", "gen-000003"]
+
+
+# -- the open on a thread of its own (issue 19: a daemon opens while it gets ready) ---------------
+class _Loads(Index):
+    """An index that notes which thread read a generation into a snapshot."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.loads: list[str] = []
+
+    def _load(self, name):
+        self.loads.append(threading.current_thread().name)
+        return super()._load(name)
+
+
+def _until_blocked(thread: threading.Thread) -> None:
+    """Until `thread` waits for the index's lock (in `_ensure_open`) or has finished."""
+    deadline = time.monotonic() + 60
+    while thread.is_alive() and time.monotonic() < deadline:
+        frame = sys._current_frames().get(thread.ident)
+        while frame is not None and frame.f_code.co_name != "_ensure_open":
+            frame = frame.f_back
+        if frame is not None:
+            return
+        time.sleep(0.01)
+
+
+def test_a_search_during_a_background_open_waits_for_it_and_the_generation_is_read_once(
+    tmp_path, cached_minilm, notes
+):
+    Index(tmp_path / "index", cached_minilm).build(notes)
+    index = _Loads(tmp_path / "index", cached_minilm)
+    inside, go, after = threading.Event(), threading.Event(), []
+
+    def before():  # the open is under way (the index's lock held) until the test says go
+        inside.set()
+        assert go.wait(timeout=60)
+
+    assert index.open_in_background(before, after.append)
+    assert inside.wait(timeout=60)
+    found = []
+    reader = threading.Thread(
+        target=lambda: found.append(
+            _ids(search(index, "which process may open the qdrant storage path", limit=3))
+        )
+    )
+    reader.start()
+    _until_blocked(reader)  # the search has asked for the snapshot (or, wrongly, answered)
+    go.set()
+    reader.join(timeout=60)
+    assert found and found[0][0] == "qdrant-lock"  # the answer of an open index
+    assert index.loads == ["index-open"]  # read once, by the background open, not by the search
+    assert after == [index.snapshot()] and index.open_error is None
+    assert not index.open_in_background(before, after.append)  # open: nothing to start
+
+
+def test_a_background_open_that_fails_keeps_the_error_and_the_next_reader_raises_it(
+    tmp_path, cached_minilm, notes
+):
+    Index(tmp_path / "index", cached_minilm).build(notes)
+    with sqlite3.connect(tmp_path / "index" / "gen-000001" / "segment.sqlite") as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'embedder'", (json.dumps("bge-m3:x"),))
+    index = Index(tmp_path / "index", cached_minilm)
+    done = threading.Event()
+    after = []
+    assert index.open_in_background(lambda: None, lambda snap: (after.append(snap), done.set()))
+    assert done.wait(timeout=60)
+    assert after == [None]  # told it failed
+    assert isinstance(index.open_error, IndexError_)
+    assert "built with embedder bge-m3:x" in str(index.open_error)
+    with pytest.raises(IndexError_, match="built with embedder bge-m3:x") as err:
+        search(index, "qdrant")  # the search opens again and says why, with the fix
+    assert "rebuild the index" in err.value.fix
+
+
+def test_a_background_open_of_no_index_starts_nothing(tmp_path, cached_minilm):
+    index = Index(tmp_path / "none", cached_minilm)
+    assert not index.open_in_background(lambda: None, lambda snap: None)
+    assert index.open_error is None

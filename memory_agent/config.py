@@ -207,8 +207,9 @@ SETTINGS: tuple[Setting, ...] = (
         "MEMORY_AGENT_FAULT",
         "",
         "A test hook, never for normal use: `after-write` or `after-commit` kills the process "
-        "at that step of a write, `pause-rebuild` holds a rebuild before it embeds and "
-        "`pause-commit` a commit between staging and moving HEAD (until "
+        "at that step of a write, `pause-rebuild` holds a rebuild before it embeds, "
+        "`pause-commit` a commit between staging and moving HEAD and `pause-open` the daemon's "
+        "open of the index at its start (until "
         "<home>/run/fault-continue exists). Empty (default): none.",
     ),
     Setting(

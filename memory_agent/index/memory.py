@@ -52,7 +52,7 @@ __all__ = ["DEMO_KB", "KB_SOURCE", "Memory", "SourceStatus"]
 RESCAN_EVERY_S = 1.0  # without a change signal, a resident memory rescans at most this often
 
 
-def _pause_point(fault: str, name: str, run_dir: Path) -> None:
+def pause_point(fault: str, name: str, run_dir: Path) -> None:
     """Test hook: with the `fault` setting = <name>, wait (at most 60 s) until
     `run/fault-continue` exists, so a test can act while this step is in progress."""
     if fault != name:
@@ -367,7 +367,7 @@ class Memory:
         hold = hold if hold is not None else self.write_lock
         with hold, self.session():
             docs = self.all_documents()
-        _pause_point(self.cfg.fault, "pause-rebuild", self.run_dir)
+        pause_point(self.cfg.fault, "pause-rebuild", self.run_dir)
         with self.session():
             prepared = self.index.prepare(docs)
             loaded = self.index.load(prepared)  # the new read model, built with no lock held

@@ -263,6 +263,49 @@ def build_app(service: Any, server_holder: dict[str, Any], *, single_exchange: b
     return SingleExchangeReads(app, mcp, security)
 
 
+def open_early(memory: Any) -> bool:
+    """Open the index, then build its link graph, on a thread started before the daemon
+    imports the MCP SDK and builds its app, so the two overlap (issue 19). A search that comes
+    meanwhile waits for each (the index's lock, then the graph's) and never does either again.
+    A failure is logged (the daemon log's ERROR line, which the CLI shows) and kept
+    (`Index.open_error`); the next call that reads the index - a search, status - opens it
+    again and answers with the error and its fix. False: nothing was
+    started - no index yet (the first is built once the model has loaded), or no embedder to
+    open it with (the model's loader reports why)."""
+    from memory_agent.errors import describe
+    from memory_agent.index.memory import pause_point
+
+    if memory.current_generation() is None:
+        return False
+    started = time.perf_counter()
+    try:
+        index = memory.index  # made on this thread: `Memory` makes it lazily, with no lock
+    except Exception as exc:  # noqa: BLE001 - the embedder: its loader reports it, with the fix
+        log.warning("the index is not opened at start: %s", describe(exc).message)
+        return False
+
+    def before() -> None:  # the `fault` setting's test hook: hold the open while it runs
+        pause_point(str(memory.cfg.fault), "pause-open", memory.run_dir)
+
+    def then(snap: Any) -> None:
+        if snap is None:
+            info = describe(index.open_error)
+            log.error("the index could not be opened at start: %s; fix: %s", info.message, info.fix)
+            return
+        opened = time.perf_counter()
+        try:
+            memory.link_graph(snap)
+        except Exception:  # noqa: BLE001 - the first search builds it again and says what fails
+            log.exception("the link graph could not be built at start")
+            return
+        log.info(
+            "index %s opened at start: %d entries in %.2f s, link graph in %.2f s",
+            snap.generation, len(snap), opened - started, time.perf_counter() - opened,
+        )  # fmt: skip
+
+    return index.open_in_background(before, then)
+
+
 def _server_class():
     import signal
 
@@ -316,10 +359,7 @@ def run_daemon(
     # thread waits for a busy core (measured: the dense search took 3x longer under load).
     for name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(name, "1")
-    import uvicorn
-
     from memory_agent.index.memory import Memory
-    from memory_agent.serve.service import Service
 
     os.umask(0o077)  # everything the daemon creates (index, cache, events, log) is owner-only
     cfg = config_mod.load({"home": home})
@@ -337,6 +377,11 @@ def run_daemon(
     daemon_lock = _take_daemon_lock(run_dir)
     assert memory.lock is not None
     memory.lock.acquire(timeout=60)  # CLI processes of an older kind may hold it briefly
+    open_early(memory)  # from here on the open overlaps the imports and the app's setup
+    import uvicorn
+
+    from memory_agent.serve.service import Service
+
     pid_file = run_dir / "daemon.pid"
     sock_path = run_dir / "daemon.sock"
     service = Service(memory)

@@ -20,9 +20,11 @@ def link_graph(index: Any) -> dict[str, list[tuple[str, str]]]:
     to a superseded entry leads on to its successor, as a `supersedes` edge."""
     successor: dict[str, str] = {}
     links: dict[str, list[tuple[str, str]]] = {}
-    for info in index.docs():
-        links[info.id] = read_links(info.meta.get("links"), info.links)  # bounded
-        successors = info.meta.get("superseded_by")
+    for info in index.docs():  # most documents link nowhere: one look each (issue 19)
+        meta = info.meta
+        if info.links or meta.get("links"):
+            links[info.id] = read_links(meta.get("links"), info.links)  # bounded
+        successors = meta.get("superseded_by")
         if successors:  # a fork (two machines superseded it) leads on to the first successor
             successor[info.id] = str(successors[0] if isinstance(successors, list) else successors)
     graph: dict[str, list[tuple[str, str]]] = {}
@@ -33,7 +35,7 @@ def link_graph(index: Any) -> dict[str, list[tuple[str, str]]]:
                 target = successor[target]
                 kind = kind if kind == "contradicts" else "supersedes"
                 seen.add(target)
-            if target in links and target != doc:
+            if target != doc and index.doc(target) is not None:
                 graph.setdefault(doc, []).append((target, kind))
                 graph.setdefault(target, []).append((doc, kind))
     return graph

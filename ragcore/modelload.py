@@ -20,7 +20,9 @@ import contextlib
 import gc
 import itertools
 import json
+import marshal
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,7 +39,10 @@ from ragcore.setindex import name_table
 __all__ = ["FILE", "doc_info", "from_segment", "load_model", "replay_limit"]
 
 FILE = "readmodel.arrays"
-LAYOUT = 1  # of the saved arrays: a change to ModelArrays or to how it is packed bumps it
+LAYOUT = 2  # of the saved arrays: a change to ModelArrays or to how it is packed bumps it
+# The documents' rows are kept in marshal's format (decoded in a third of JSON's time), which
+# may change between Python versions: saved arrays of another Python are not used.
+PYTHON = "{}.{}".format(*sys.version_info[:2])
 REPLAY_MIN = 2_000  # changes replayed on saved arrays at any size (a few tenths of a second)
 
 
@@ -163,7 +168,7 @@ def _load(
     segment: SegmentFile, saved: Path, dim: int, with_dense: bool, chunks: int
 ) -> tuple[ReadModel, str]:
     uid, seq = segment.state()
-    key = {"layout": LAYOUT, "uid": uid, "dim": dim, "with_dense": with_dense}
+    key = {"layout": LAYOUT, "python": PYTHON, "uid": uid, "dim": dim, "with_dense": with_dense}
     try:
         model, replayed = _from_saved(segment, ArrayFile(saved), key, seq, chunks)
         return model, f"saved arrays, {replayed} changes replayed"
@@ -177,7 +182,7 @@ def _load(
     model = ReadModel.from_arrays(arrays)
     try:
         _save(saved, arrays, {**key, "seq": seq})
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a value marshal cannot write
         why += f"; not saved ({exc})"
     return model, f"segment rows ({why})"
 
@@ -234,10 +239,7 @@ def _save(path: Path, a: ModelArrays, meta: dict) -> None:
         if pid == os.getpid() or not _alive(pid):
             tmp.unlink(missing_ok=True)
     arrays = {
-        "docs": np.frombuffer(
-            json.dumps([d.as_row() for d in a.docs], ensure_ascii=False, default=str).encode(),
-            dtype=np.uint8,
-        ),
+        "docs": np.frombuffer(marshal.dumps([d.as_row() for d in a.docs]), dtype=np.uint8),
         "chunk_ids": np.frombuffer(json.dumps(a.chunk_ids).encode(), dtype=np.uint8),
         "slot_doc": a.slot_doc,
         "slot_n": a.slot_n,
@@ -261,7 +263,7 @@ def _unpack(meta: dict, arrays: dict[str, np.ndarray]) -> ModelArrays:
         (json.loads(arrays[f"{t}.names"].tobytes()), arrays[f"{t}.offsets"], arrays[f"{t}.ids"])
         for t in ("tags", "entities")
     )
-    rows = json.loads(arrays["docs"].tobytes())
+    rows = marshal.loads(arrays["docs"])  # intact (its CRC held); written by `_save` only
     if len(entities[1]) != len(rows) + 1 or len(tags[1]) != len(rows) + 1:
         raise _Unusable("name tables of another size than the documents")
     named = list(map(entities[0].__getitem__, entities[2].tolist()))  # one string per name

@@ -197,6 +197,26 @@ def test_saved_arrays_too_far_behind_or_ahead_of_the_segment_are_not_used(tmp_pa
     index.close()
 
 
+def test_saved_arrays_of_another_python_are_not_used(tmp_path, monkeypatch):
+    """The documents are kept in marshal's format, which Python may change between versions."""
+    from ragcore import modelload
+
+    root = tmp_path / "index"
+    monkeypatch.setattr(modelload, "PYTHON", "3.10")  # the build saves as another Python would
+    index = _index(root)
+    index.build(_corpus())
+    expected = _answers(index)
+    index.close()
+    monkeypatch.undo()
+    index, origin = _reopen(root)
+    assert origin.startswith("segment rows (saved arrays not used: taken from another segment")
+    assert _answers(index) == expected
+    index.close()
+    index, origin = _reopen(root)  # saved again, by this Python
+    assert origin == "saved arrays, 0 changes replayed" and _answers(index) == expected
+    index.close()
+
+
 @pytest.mark.parametrize(
     "damage",
     ["truncated to half", "truncated by one byte", "empty", "a flipped bit", "not one"],

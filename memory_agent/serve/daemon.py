@@ -6,9 +6,10 @@ It serves MCP over streamable HTTP (stateless, JSON responses) on a Unix socket 
 (a second one exits with a message naming the first) and the home lock, so no other process
 touches the index meanwhile.
 
-It starts small: the model loads on first use (or at once with `--preload`) in a background
-thread; meanwhile health and status answer at once and search answers from the lexical
-channel, saying so. SIGTERM (or `/admin/stop`) lets the write in flight finish, releases the
+It opens the index at once, on a thread, while it imports the MCP SDK and builds its app
+(`open_early`); a search or status that comes before the open is done waits for it. The model
+loads on first use (or at once with `--preload`) in a background thread; meanwhile health
+answers at once, and search answers from the lexical channel, saying so. SIGTERM (or `/admin/stop`) lets the write in flight finish, releases the
 locks and the socket, and exits 0. With `idle_exit` set, it exits after that many seconds
 without a request; the next proxy call starts it again.
 

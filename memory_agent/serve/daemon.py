@@ -9,9 +9,10 @@ touches the index meanwhile.
 It opens the index at once, on a thread, while it imports the MCP SDK and builds its app
 (`open_early`); a search or status that comes before the open is done waits for it. The model
 loads on first use (or at once with `--preload`) in a background thread; meanwhile health
-answers at once, and search answers from the lexical channel, saying so. SIGTERM (or `/admin/stop`) lets the write in flight finish, releases the
-locks and the socket, and exits 0. With `idle_exit` set, it exits after that many seconds
-without a request; the next proxy call starts it again.
+answers at once, and search answers from the lexical channel, saying so. SIGTERM (or
+`/admin/stop`) lets the write in flight finish, releases the locks and the socket, and exits
+0. With `idle_exit` set, it exits after that many seconds without a request; the next proxy
+call starts it again.
 
 Logs go to `run/daemon.log` (and stderr with `--foreground`); nothing is written to stdout.
 """
@@ -270,9 +271,9 @@ def open_early(memory: Any) -> bool:
     meanwhile waits for each (the index's lock, then the graph's) and never does either again.
     A failure is logged (the daemon log's ERROR line, which the CLI shows) and kept
     (`Index.open_error`); the next call that reads the index - a search, status - opens it
-    again and answers with the error and its fix. False: nothing was
-    started - no index yet (the first is built once the model has loaded), or no embedder to
-    open it with (the model's loader reports why)."""
+    again and answers with the error and its fix. False: nothing was started - no index yet
+    (the first is built once the model has loaded), or no embedder to open it with (the
+    model's loader reports why)."""
     from memory_agent.errors import describe
     from memory_agent.index.memory import pause_point
 

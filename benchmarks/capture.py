@@ -149,7 +149,7 @@ def main() -> None:
     client = DaemonClient(home, timeout=600)
     client.stop(wait=True)  # a daemon with this checkout's code and these settings
     client.ensure()
-    client.admin("sync")
+    client.admin("refresh")
     # 1. replay every turn
     episode_of: dict[str, str] = {}
     capture_ms, inject_ms, count = [], [], {}
@@ -180,7 +180,7 @@ def main() -> None:
             "episodes": episode_of, "capture": capture_ms, "inject": inject_ms,
             "sessions": count, "turns": len(all_turns), "replay_s": replay_s,
         }))  # fmt: skip
-    client.admin("sync")
+    client.admin("refresh")
     # 2. questions through the prompt hook, 3. the same through memory_search
     qrels: dict[str, set[str]] = {}
     for line in (args.bench / "qrels.tsv").read_text().splitlines():

@@ -295,7 +295,7 @@ def measure_clients(size: int, args: argparse.Namespace, text: Text) -> list[dic
     reset_home(home, size, text)
     print(f"[{size}] index (cached embeddings make reruns cheap)", file=sys.stderr)
     client.ensure()
-    client.admin("sync")
+    client.admin("refresh")
     queries = text.queries[: max(args.searches, 200)]
     rows = []
     for clients in (int(x) for x in args.clients.split(",")):
@@ -380,7 +380,7 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
     print(f"[{size}] first index (cached embeddings make reruns cheap)", file=sys.stderr)
     t = time.perf_counter()
     client.ensure()
-    client.admin("sync")
+    client.admin("refresh")
     out["first_index_s"] = time.perf_counter() - t
     client.stop(wait=True)
 

@@ -43,7 +43,7 @@ def home_for(size: int, work: Path, env: dict[str, str]) -> Path:
     client.stop(wait=True)  # a daemon of this checkout's code
     print(f"[{size}] indexing (cached embeddings make reruns cheap)", file=sys.stderr)
     client.ensure()
-    client.admin("sync")
+    client.admin("refresh")
     return home
 
 

@@ -123,7 +123,7 @@ def main() -> None:
     memory = Memory(config.load({"home": args.home}), resident=True)
     memory.require_home()
     service = Service(memory)
-    service.sync()  # waits for the model: every search below is a full one
+    service.refresh_index()  # waits for the model: every search below is a full one
     try:
         out = asyncio.run(measure(service, args.calls, args.rounds))
     finally:

@@ -29,7 +29,7 @@ def main() -> None:
         memory.init(demo=True, embedder=args.embedder)
         memory = Memory(config.load({"home": tmp, "embedder": args.embedder}), resident=True)
         memory.require_home()
-        memory.sync()
+        memory.refresh()
         scores: dict[str, list[float]] = {
             "distinct": [],
             "related": [],

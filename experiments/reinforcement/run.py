@@ -67,7 +67,7 @@ def main() -> None:
         Memory(cfg).init(demo=True, embedder="minilm")
         memory = Memory(config.load({"home": tmp}), resident=True)
         memory.require_home()
-        memory.sync()
+        memory.refresh()
         cold = scores(memory, queries, {})
         base = mrr_recall(queries, cold, key=lambda h: -h["why"]["relevance"])
         print("| condition | N | MRR@10 | Recall@10 |")

@@ -32,7 +32,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         reply["restarted_daemon"] = health.get("pid")
     if not args.no_index:
         # The daemon owns the index: it builds it on this first call.
-        reply["index"] = client.admin("sync")
+        reply["index"] = client.admin("refresh")
     reply["mcp"] = client_configs(cfg.home_dir)
     reply["hooks"] = hook_configs(cfg.home_dir)
 

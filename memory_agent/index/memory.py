@@ -1,9 +1,9 @@
 """`Memory`: one home's state - its configuration, the index, the scanner that keeps the index
-in line with the files, the learned stats and the clock - and the sync between them.
+in line with the files, the learned stats and the clock - and the refresh between them.
 
 Two ways to run:
 - resident (the daemon): the home lock is held for the process's life, the index stays open,
-  and the scanner watches the files (inotify): a sync with nothing changed looks at nothing;
+  and the scanner watches the files (inotify): a refresh with nothing changed looks at nothing;
 - per call (a CLI command with no daemon, or a test): each call takes the home lock, opens the
   index, scans (stat only; a file is read only when its stat differs from the index's) and
   closes it again.
@@ -13,9 +13,9 @@ module does not import them (docs/adr/0013-layout-by-job.md). Writes go through
 `memory_agent.kb.gateway`; creating a home is `memory_agent.kb.home`.
 
 Threads (the daemon serves calls concurrently): `write_lock` serialises everything that
-changes the index - a write, a sync, a rebuild's scan and switch. Reads take no lock: they
-answer from the index's published snapshot (`Index.snapshot`). A read first syncs only if no
-write is in flight (`sync_for_read`); otherwise the write in flight applies the changed files.
+changes the index - a write, a refresh, a rebuild's scan and switch. Reads take no lock: they
+answer from the index's published snapshot (`Index.snapshot`). A read first refreshes only if no
+write is in flight (`refresh_for_read`); otherwise the write in flight applies the changed files.
 """
 
 from __future__ import annotations
@@ -178,24 +178,24 @@ class Memory:
         return self.scanner.start_watching(inotify=not int(self.cfg.no_inotify))
 
     # -- keeping the index in line with the files ------------------------------------------
-    def sync(self, *, force: bool = False) -> dict[str, Any]:
+    def refresh(self, *, force: bool = False) -> dict[str, Any]:
         """Bring the index in line with the files (build it if there is none yet). A resident
         memory watches the files; without a change signal it rescans at most once a second -
         except for a writer (`force`): a write's own refresh must see the file it just wrote,
         and its dedup the entry written a moment before. Holds the write lock."""
         with self.write_lock:
-            return self._sync(force=force)
+            return self._refresh(force=force)
 
     def refresh_paths(self, paths: list[Path]) -> dict[str, Any]:
         """Bring these files' documents in line (a sync's pull: the files between the old
         head and the new); the rest of the index is not looked at. Holds the write lock."""
         with self.write_lock:
             if not self.index.exists():
-                return self._sync(force=True)
+                return self._refresh(force=True)
             return self._apply(self.scanner.paths_changed(paths, self.index.doc))
 
-    def sync_for_read(self) -> dict[str, Any] | None:
-        """A sync before a read, unless a write is in flight (then None: the read answers from
+    def refresh_for_read(self) -> dict[str, Any] | None:
+        """A refresh before a read, unless a write is in flight (then None: the read answers from
         the live snapshot and the write applies what changed). Waits only while there is no
         index yet (its first build)."""
         if not self.write_lock.acquire(blocking=False):
@@ -203,11 +203,11 @@ class Memory:
                 return None
             self.write_lock.acquire()
         try:
-            return self._sync()
+            return self._refresh()
         finally:
             self.write_lock.release()
 
-    def _sync(self, *, force: bool = False) -> dict[str, Any]:
+    def _refresh(self, *, force: bool = False) -> dict[str, Any]:
         index = self.index
         if not index.exists():
             changes = self.scanner.full(lambda _: None, lambda: (), self.scanner.current_corpora())
@@ -320,7 +320,7 @@ class Memory:
             problem = None
             if sync:
                 try:
-                    self.sync()
+                    self.refresh()
                 except IndexError_ as exc:
                     problem = str(exc)
             elif not self.index.exists():
@@ -377,7 +377,7 @@ class Memory:
             # Writes that landed while the new generation was built were applied to the old
             # one, and the watcher's events for them are used up: rescan every stamp.
             self.scanner.request_full()
-            self.sync(force=True)
+            self.refresh(force=True)
             self.last_refresh = _now_iso()
             return {
                 "generation": report.generation,
@@ -405,5 +405,5 @@ class Memory:
         synced = None
         if sync:
             with self.session():
-                synced = self.sync()
+                synced = self.refresh()
         return {**created, "embedder": self.cfg.embedder, "index": synced}

@@ -97,7 +97,7 @@ class Gateway:
             self.recover()
             replay = self.requests.replay(request_id, tool, print_)
         if replay is None:
-            self.memory.sync(force=True)
+            self.memory.refresh(force=True)
         return replay, {"request_id": request_id, "tool": tool, "fingerprint": print_}
 
     def _apply(
@@ -113,7 +113,7 @@ class Gateway:
     def _finish(self, intent: Intent, commit: str) -> dict[str, Any]:
         reply = dict(intent.reply, commit=commit)
         try:
-            self.memory.sync(force=True)
+            self.memory.refresh(force=True)
         except Exception as exc:
             from memory_agent.errors import describe
 
@@ -257,7 +257,7 @@ class Gateway:
                     return replay
             else:
                 request = {}
-                self.memory.sync(force=True)
+                self.memory.refresh(force=True)
             old_path, old = load_writable(self.memory, old_id)
             if old.status == "superseded":
                 raise Conflict(
@@ -356,7 +356,7 @@ class Gateway:
                     return replay
             else:
                 request = {}
-                self.memory.sync(force=True)
+                self.memory.refresh(force=True)
             path, entry = load_writable(self.memory, entry_id)
             if entry.status == "archived":
                 raise Conflict(
@@ -434,7 +434,7 @@ class Gateway:
                 _, request = self._begin(None, "memory_import", args)
             else:
                 request = {}
-                self.memory.sync(force=True)
+                self.memory.refresh(force=True)
             plan = plan_import(self.memory, self.repo, items, scope, project)
             if not confirm:
                 reply = plan.reply("preview")

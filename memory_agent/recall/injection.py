@@ -108,7 +108,7 @@ def recall(
     query = prompt.strip()[:QUERY_CHARS]
     own = f"{EPISODES}/{session_name(session)}/" if session else None
     with memory.session():
-        memory.sync_for_read()  # never waits for a write in flight
+        memory.refresh_for_read()  # never waits for a write in flight
         index = memory.index.snapshot()
         found = rank(
             index,

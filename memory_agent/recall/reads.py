@@ -315,7 +315,7 @@ def run_search(
     scopes = search_scopes(scope, project, memory.kb_dir)
     with memory.session():
         if use_dense:
-            memory.sync_for_read()  # skipped while a write is in flight: it applies the changes
+            memory.refresh_for_read()  # skipped while a write is in flight: it applies the changes
         elif not memory.index.exists():
             raise NotReady(
                 "the first index of this home is not built yet (the model is loading)",

@@ -245,10 +245,13 @@ def build_app(service: Any, server_holder: dict[str, Any], *, single_exchange: b
         """One round of sync with the KB's remote now."""
         return await admin(service.remote_sync)
 
-    @mcp.custom_route("/admin/sync", methods=["POST"])
-    async def sync(request: Request) -> JSONResponse:
-        """Wait for the model, bring the index up to date, answer with the status."""
-        return await admin(service.sync)
+    @mcp.custom_route("/admin/refresh", methods=["POST"])
+    async def refresh(request: Request) -> JSONResponse:
+        """Wait for the model, bring the index in line with the files, answer the status."""
+        return await admin(service.refresh_index)
+
+    # the route's name before "sync" came to mean the remote (a CLI of 0.x still calls it)
+    mcp.custom_route("/admin/sync", methods=["POST"])(refresh)
 
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,

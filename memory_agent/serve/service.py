@@ -110,7 +110,7 @@ class Service:
         try:
             with self.lock, self.memory.session():
                 if not self.memory.index.exists():
-                    self.memory.sync()
+                    self.memory.refresh()
                 done = self.gateway.recover()
             self.repair_error = None
             if done:
@@ -268,7 +268,7 @@ class Service:
         self.model.wait()
         with self.lock:
             with self.memory.session():
-                self.memory.sync()
+                self.memory.refresh()
                 report = plan(self.memory, self.memory.clock())
                 if dry_run or not report["archive"]:
                     return {**report, "status": "dry-run" if dry_run else "nothing to archive"}
@@ -383,7 +383,8 @@ class Service:
         self.repair()  # writes that could not be finished on a broken index can be now
         return reply
 
-    def sync(self) -> dict[str, Any]:
+    def refresh_index(self) -> dict[str, Any]:
+        """Wait for the model, bring the index in line with the files, answer the status."""
         return self._write(self.memory.status)
 
     def health(self) -> dict[str, Any]:

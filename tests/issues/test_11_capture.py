@@ -56,7 +56,7 @@ def home(tmp_path, shared_cache, monkeypatch):
     Memory(config.load({"home": str(home)})).init(demo=True, embedder="minilm", sync=False)
     client = DaemonClient(home)
     client.ensure()
-    client.admin("sync")  # the model is loaded: hooks inject from the first prompt
+    client.admin("refresh")  # the model is loaded: hooks inject from the first prompt
     yield home
     client.stop(wait=True)
     for pid in daemon_pids(home):

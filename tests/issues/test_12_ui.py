@@ -110,7 +110,7 @@ def home(tmp_path_factory, shared_cache):
         )
     client = DaemonClient(home)
     client.ensure()
-    client.admin("sync")
+    client.admin("refresh")
     yield home
     client.stop(wait=True)
     for pid in daemon_pids(home):

@@ -82,7 +82,7 @@ def home(tmp_path, shared_cache, monkeypatch):
     git(kb, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "entries")
     client = DaemonClient(home)
     client.ensure()
-    client.admin("sync")  # the model loaded and the index built
+    client.admin("refresh")  # the model loaded and the index built
     yield home
     DaemonClient(home).stop(wait=True)
     for pid in daemon_pids(home):
@@ -179,7 +179,7 @@ def test_entities_live_in_the_generation_and_are_rebuilt_with_it(home, shared_ca
     memory = Memory(config.load({"home": str(home)}))
     try:
         with memory.session():
-            memory.sync()
+            memory.refresh()
             assert memory.index.entity_docs("petrova") == {"ledger-root", "shares-a-name"}
             assert "okonkwo-vale" in memory.index.doc("second-hop").entities
     finally:

@@ -97,7 +97,7 @@ def make_home(tmp_path, shared_cache, monkeypatch):
         homes.append(home)
         client = DaemonClient(home)
         client.ensure()
-        client.admin("sync")
+        client.admin("refresh")
         return home
 
     yield make

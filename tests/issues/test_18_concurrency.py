@@ -81,7 +81,7 @@ class Held:
         while self.client.health() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         # the model is loaded and the first index built (slow on a busy machine)
-        DaemonClient(self.home, timeout=900).admin("sync")
+        DaemonClient(self.home, timeout=900).admin("refresh")
 
     def session(self) -> ProxySession:
         s = ProxySession(self.home, self.cache, **self.extra)

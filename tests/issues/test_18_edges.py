@@ -66,7 +66,7 @@ def home(tmp_path_factory, shared_cache):
 def session(home, shared_cache):
     s = ProxySession(home, shared_cache, MEMORY_AGENT_CLOCK=CLOCK)
     s.initialize()
-    DaemonClient(home).admin("sync")
+    DaemonClient(home).admin("refresh")
     yield s
     s.close()
 

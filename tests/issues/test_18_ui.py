@@ -57,7 +57,7 @@ def home(tmp_path_factory, shared_cache):
         (home / "events" / "s18.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
         client = DaemonClient(home)
         client.ensure()
-        client.admin("sync")
+        client.admin("refresh")
         server = UI(home, shared_cache)
         yield home, server
         assert server.stop() == 0

@@ -30,7 +30,7 @@ def home(tmp_path, shared_cache, monkeypatch):
     Memory(config.load({"home": str(home)})).init(demo=True, embedder="minilm", sync=False)
     client = DaemonClient(home)
     client.ensure()
-    client.admin("sync")
+    client.admin("refresh")
     client.stop(wait=True)
     yield home
     DaemonClient(home).stop(wait=True)

@@ -119,7 +119,7 @@ def world(tmp_path, shared_cache, monkeypatch):
     for key in ("MEMORY_AGENT_CACHE", "MEMORY_AGENT_EMBEDDER", "MEMORY_AGENT_CLOCK"):
         monkeypatch.setenv(key, env[key])
     client.ensure()
-    client.admin("sync")
+    client.admin("refresh")
     yield {"home": home, "kb": home / "kb", "outside": outside, "cache": shared_cache,
            "tmp": tmp_path}  # fmt: skip
     DaemonClient(home).stop(wait=True)

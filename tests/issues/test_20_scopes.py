@@ -105,7 +105,7 @@ def world(tmp_path, shared_cache, monkeypatch):
     for key in ("MEMORY_AGENT_CACHE", "MEMORY_AGENT_EMBEDDER", "MEMORY_AGENT_CLOCK"):
         monkeypatch.setenv(key, env[key])
     client.ensure()
-    client.admin("sync")
+    client.admin("refresh")
     yield {"home": home, "alpha": alpha, "beta": beta, "alpha_wt": tmp_path / "src" / "alpha-wt",
            "outside": outside, "cache": shared_cache, "beta_id": str(remotes / "beta")}  # fmt: skip
     DaemonClient(home).stop(wait=True)
@@ -273,7 +273,7 @@ def test_a_prompt_in_one_project_never_injects_the_others_episodes(world):
         "kubectl rollout restart deploy/beta",
         "Restart the beta deployment after rotating.",
     )
-    DaemonClient(w["home"]).admin("sync")
+    DaemonClient(w["home"]).admin("refresh")
     question = "how do I rotate the staging database credentials?"
     in_beta = injected(w, "sb2", w["beta"], question)
     assert "episodes/sb1/" in in_beta  # its own project's episode of another session
@@ -298,13 +298,13 @@ def test_the_injection_never_exceeds_its_budget(world, tmp_path):
     DaemonClient(w["home"]).stop(wait=True)
     (w["home"] / "config.toml").write_text("inject_budget = 1200\nrecall_limit = 10\n")
     DaemonClient(w["home"]).ensure()
-    DaemonClient(w["home"]).admin("sync")
+    DaemonClient(w["home"]).admin("refresh")
     small = injected(w, "s1", w["outside"], prompt)
     assert 0 < len(small) <= 1200
     DaemonClient(w["home"]).stop(wait=True)
     (w["home"] / "config.toml").write_text("inject_budget = 6000\nrecall_limit = 10\n")
     DaemonClient(w["home"]).ensure()
-    DaemonClient(w["home"]).admin("sync")
+    DaemonClient(w["home"]).admin("refresh")
     large = injected(w, "s2", w["outside"], prompt)
     assert 1200 < len(large) <= 6000
     assert large.count("\n- [") > small.count("\n- [")
@@ -404,7 +404,7 @@ def test_a_corpus_is_global_unless_its_scope_says_otherwise(world):
     rows = [{"label": "alpha-docs", "path": str(docs), "scope": "project"},
             {"label": "handbook", "path": str(shared)}]  # fmt: skip
     repos.write_text(json.dumps(rows))
-    DaemonClient(w["home"]).admin("sync")
+    DaemonClient(w["home"]).admin("refresh")
     query = "how do I page the alpha on-call"
     _, here = cli(w, w["alpha_wt"], "search", query)
     assert "alpha-docs/runbook.md" in ids(here)
@@ -417,6 +417,6 @@ def test_a_corpus_is_global_unless_its_scope_says_otherwise(world):
     assert "handbook/style.md" in ids(style)  # no scope: global
     rows[0]["scope"] = "global"  # a scope changed in repos.json re-reads the corpus
     repos.write_text(json.dumps(rows))
-    DaemonClient(w["home"]).admin("sync")
+    DaemonClient(w["home"]).admin("refresh")
     _, there = cli(w, w["beta"], "search", query)
     assert "alpha-docs/runbook.md" in ids(there)

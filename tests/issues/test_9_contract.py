@@ -40,7 +40,7 @@ def home(tmp_path_factory, shared_cache):
 def session(home, shared_cache):
     s = ProxySession(home, shared_cache)
     s.initialize()
-    DaemonClient(home).admin("sync")
+    DaemonClient(home).admin("refresh")
     yield s
     s.close()
 

@@ -170,7 +170,7 @@ def test_searches_answer_from_the_live_generation_while_a_rebuild_runs(home, sha
         deadline = time.monotonic() + 60
         while client.health() is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        client.admin("sync")
+        client.admin("refresh")
         done = {}
         rebuild = threading.Thread(target=lambda: done.update(client.admin("rebuild")))
         rebuild.start()
@@ -195,7 +195,7 @@ def test_oversized_input_is_refused_with_its_bound(home, shared_cache):
     s = ProxySession(home, shared_cache)
     try:
         s.initialize()
-        DaemonClient(home).admin("sync")  # the index is built: no refusal is a `not_ready`
+        DaemonClient(home).admin("refresh")  # the index is built: no refusal is a `not_ready`
         huge = s.call("memory_search", query="deploy " * 500_000)  # 3.5 MB
         assert huge["isError"]
         error = huge["structuredContent"]["error"]
@@ -211,7 +211,7 @@ def test_oversized_input_is_refused_with_its_bound(home, shared_cache):
 
 
 def test_a_logged_query_is_cut_to_its_bound(home, shared_cache):
-    DaemonClient(home).admin("sync")  # the first index, so the search is a full one
+    DaemonClient(home).admin("refresh")  # the first index, so the search is a full one
     reply = cli(home, shared_cache, "search", "deploy " * 280, "--json")  # 1,960 characters
     assert reply.returncode == 0, reply.stderr
     events = [

@@ -175,7 +175,7 @@ def test_a_killed_daemon_is_restarted_by_the_next_call(home, shared_cache):
     s = ProxySession(home, shared_cache)
     try:
         s.initialize()
-        DaemonClient(home).admin("sync")  # wait for the model and the first index
+        DaemonClient(home).admin("refresh")  # wait for the model and the first index
         assert _structured(s.call("memory_index_status"))["consistent"]
         [pid] = daemon_pids(home)
         os.kill(pid, signal.SIGKILL)
@@ -206,7 +206,7 @@ def test_back_to_back_calls_check_the_daemons_health_once_not_per_call(home, sha
     proxy = Proxy(Counting(home), out=out)
     init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
     proxy.handle(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}))
-    DaemonClient(home).admin("sync")  # the model and the first index, before the burst
+    DaemonClient(home).admin("refresh")  # the model and the first index, before the burst
     Counting.checks = 0
     started = time.monotonic()
     for i in range(1, 21):
@@ -228,7 +228,7 @@ def test_a_daemon_stopped_between_calls_gets_the_next_write_sent_again(home, sha
     s = ProxySession(home, shared_cache)
     try:
         s.initialize()
-        DaemonClient(home).admin("sync")
+        DaemonClient(home).admin("refresh")
         assert _structured(s.call("memory_index_status"))["consistent"]
         [pid] = daemon_pids(home)
         DaemonClient(home).stop(wait=True)
@@ -263,7 +263,7 @@ def test_a_write_in_flight_when_the_daemon_dies_carries_over_only_with_its_reque
     s = ProxySession(home, shared_cache)
     try:
         s.initialize()
-        DaemonClient(home).admin("sync")
+        DaemonClient(home).admin("refresh")
         _faulty_daemon(home, shared_cache)
         reply = s.send(
             "tools/call",
@@ -279,7 +279,7 @@ def test_a_write_in_flight_when_the_daemon_dies_carries_over_only_with_its_reque
         assert reply["result"]["isError"] and error["code"] == "daemon"
         assert "request_id" in error["fix"]
         # it was committed before the crash; the next daemon finishes it once its model is up
-        assert DaemonClient(home).admin("sync")["pending"] == 0
+        assert DaemonClient(home).admin("refresh")["pending"] == 0
         hits = _structured(s.call("memory_search", query="written as the daemon died"))["hits"]
         assert hits[0]["id"] == "written-as-the-daemon-died"
         _faulty_daemon(home, shared_cache)
@@ -316,7 +316,7 @@ def test_sigterm_releases_socket_and_lock_and_exits_zero(home, shared_cache):
         env=env_for(home, shared_cache),
     )
     client = wait_healthy(home)
-    assert client.admin("sync")["consistent"]
+    assert client.admin("refresh")["consistent"]
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err[-2000:]
@@ -330,7 +330,7 @@ def test_sigterm_releases_socket_and_lock_and_exits_zero(home, shared_cache):
 def test_search_answers_from_the_lexical_channel_while_the_model_loads(home, shared_cache):
     client = DaemonClient(home)
     client.ensure()
-    client.admin("sync")  # index built (the model is loaded now)
+    client.admin("refresh")  # index built (the model is loaded now)
     client.stop(wait=True)
     health = client.ensure()  # a fresh daemon: no model yet
     assert health["model_loaded"] is False

@@ -92,7 +92,7 @@ def home(tmp_path, shared_cache, monkeypatch):
     )
     client = DaemonClient(home)
     client.ensure()
-    client.admin("sync")
+    client.admin("refresh")
     yield home
     client.stop(wait=True)
     for pid in daemon_pids(home):
@@ -106,7 +106,7 @@ def _search(client, query, **kw):
 def _restart(client):
     client.stop(wait=True)
     client.ensure()
-    client.admin("sync")
+    client.admin("refresh")
 
 
 def test_recalled_five_times_it_survives_a_restart_and_outranks_its_sibling(home):

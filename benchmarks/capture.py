@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/capture.py [--bench ../shared/bench/locomo] [--max-queries N]
         [--work DIR [--reuse]] [--legacy] [--projects one|each [--per-conversation N]] [--json]
+        [--tiny]
 
 Runs as shipped: the default settings (the gate on in its default `propose` mode, run by the
 daemon after every Stop; the prompt hook capturing and injecting), only the retention
@@ -30,11 +31,15 @@ conversation's turns, and of its questions, with `cwd` set to that repository; t
 search is made from it too. `--projects one` puts every conversation in one such repository:
 the single-project run to compare with. Then every injected id (the replay's prompts, the
 questions, and a `session-start` hook run in each repository after the questions) is mapped
-back to its conversation: `cross_project_*` counts the snippets injected from another
-project (must be 0). Injected characters are reported against `inject_budget` (mean, p95,
+back to its conversation: `other_conversation_*` counts the snippets injected from another
+conversation - with `each`, from another project (must be 0); with `one` they are allowed,
+and the count shows the check sees them. Injected characters are reported against `inject_budget` (mean, p95,
 max), and the session start's digest likewise. `--per-conversation N` replays only the first
 N turns of each conversation (a subset that keeps every project), and asks only the questions
 whose evidence was replayed.
+
+`--tiny` replays a LoCoMo-shaped bench of two short conversations about much the same things
+(written into the work folder) instead of ../shared/bench: the smallest real run.
 
 Prints: evidence recall of the injection and of direct search, injected characters per
 prompt, p50/p95 latency of the capture hook (stop) and of the injecting hook (prompt), each
@@ -100,6 +105,38 @@ def turns(bench: Path) -> list[dict]:
             }
         )
     return sorted(out, key=lambda t: (t["conv"], t["session"], t["turn"]))
+
+
+TINY = {  # two conversations alike on purpose: a leak between their projects would show
+    "conv-1": [("Alice", "I adopted a dog named Biscuit last spring."),
+               ("Bob", "Biscuit! Does he like the park by the river?"),
+               ("Alice", "He does. I also started a pottery class on Tuesdays.")],
+    "conv-2": [("Carol", "We adopted a dog named Pepper in the winter."),
+               ("Dan", "Pepper is a good name. Is she calm at the park?"),
+               ("Carol", "Mostly. I also joined a painting class on Thursdays.")],
+}  # fmt: skip
+TINY_QUESTIONS = [("conv-1_q000", "What is the name of Alice's dog?", "conv-1_D1-1"),
+                  ("conv-1_q001", "Which class did Alice start?", "conv-1_D2-3"),
+                  ("conv-2_q000", "What is the name of Carol's dog?", "conv-2_D1-1"),
+                  ("conv-2_q001", "Which class did Carol join?", "conv-2_D2-3")]  # fmt: skip
+
+
+def write_tiny(folder: Path) -> Path:
+    """A LoCoMo-shaped bench: each conversation's turns in two sessions, and four questions."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for conv, said in TINY.items():
+        for n, (speaker, text) in enumerate(said, 1):
+            session = 1 if n == 1 else 2
+            when = f"{n}:00 pm on {session} May, 2023"
+            rows.append({"id": f"{conv}_D{session}-{n}",
+                         "title": f"{speaker}, {when} (session {session}, turn D{session}:{n})",
+                         "text": f"{speaker}: {text}"})  # fmt: skip
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "queries.jsonl").write_text("".join(
+        json.dumps({"qid": q, "query": text}) + "\n" for q, text, _ in TINY_QUESTIONS))  # fmt: skip
+    (folder / "qrels.tsv").write_text("".join(f"{q}\t{d}\t1\n" for q, _, d in TINY_QUESTIONS))
+    return folder
 
 
 def make_repos(work: Path, names: list[str]) -> dict[str, Path]:
@@ -176,7 +213,11 @@ def main() -> None:
         default=None,
         help="replay only the first N turns of each conversation (a subset keeping every one)",
     )
+    parser.add_argument("--tiny", action="store_true", help="a tiny bench of two conversations")
     args = parser.parse_args()
+    if args.tiny:
+        args.work = args.work or Path(tempfile.mkdtemp(prefix="memory-agent-capture-"))
+        args.bench = write_tiny(args.work / "tiny-bench")
     if not (args.bench / "corpus.jsonl").is_file():
         print(f"skipped: no LoCoMo bench at {args.bench} (it lives in ../shared/bench)")
         return
@@ -229,12 +270,12 @@ def main() -> None:
         found = re.match(r"episodes/question-(conv-\d+)_", doc)
         return found.group(1) if found else None
 
-    def foreign(ids: list[str], conv: str) -> tuple[int, int]:
-        """(snippets from another project, snippets from no conversation)"""
-        if args.projects != "each":  # one project (or none): nothing is another project's
-            return 0, sum(1 for i in ids if conv_of(i) is None)
+    def foreign(ids: list[str], conv: str, where: str) -> None:
+        """Count the snippets of another conversation (another project's with `each`; in one
+        project they are allowed: the count shows the check sees them) and of none."""
         convs_of = [conv_of(i) for i in ids]
-        return sum(1 for c in convs_of if c and c != conv), convs_of.count(None)
+        cross[where] += sum(1 for c in convs_of if c and c != conv)
+        cross["unmapped"] += convs_of.count(None)
 
     replay_chars, cross = [], {"replay": 0, "questions": 0, "start": 0, "unmapped": 0}
     started = time.perf_counter()
@@ -256,9 +297,7 @@ def main() -> None:
         inject_ms.append(took)
         ids, n = injected_ids(out)
         replay_chars.append(n)
-        other, unmapped = foreign(ids, t["conv"])
-        cross["replay"] += other
-        cross["unmapped"] += unmapped
+        foreign(ids, t["conv"], "replay")
         took, _ = run_hook(home, "stop", {"session_id": session, "hook_event_name": "Stop",
                                           **where(t["conv"])}, turn_env)  # fmt: skip
         capture_ms.append(took)
@@ -293,9 +332,7 @@ def main() -> None:
         question_ms.append(took)
         ids, n = injected_ids(out)
         chars.append(n)
-        other, unmapped = foreign(ids, conv)
-        cross["questions"] += other
-        cross["unmapped"] += unmapped
+        foreign(ids, conv, "questions")
         got = {episode_of.get(i) for i in ids}
         evidence = qrels[q["qid"]]
         rec_inject.append(len(evidence & got) / len(evidence))
@@ -324,9 +361,7 @@ def main() -> None:
                                                   "source": "startup", **where(conv)}, env)  # fmt: skip
         ids, n = injected_ids(out)
         start_chars.append(n)
-        other, unmapped = foreign(ids, conv)
-        cross["start"] += other
-        cross["unmapped"] += unmapped
+        foreign(ids, conv, "start")
     budget = config.load({"home": str(home)}).inject_budget
     hooks_log = home / "run" / "hooks.log"
     hook_log_lines = len(hooks_log.read_text().splitlines()) if hooks_log.is_file() else 0
@@ -343,9 +378,10 @@ def main() -> None:
         "empty_injections": sum(1 for c in chars if c == 0),
         "projects": args.projects or "none",
         "project_count": len(set(repo_of.values())),
-        "cross_project_questions": cross["questions"],
-        "cross_project_replay": cross["replay"],
-        "cross_project_session_start": cross["start"],
+        # another conversation's snippets: another project's with `each` (must be 0)
+        "other_conversation_questions": cross["questions"],
+        "other_conversation_replay": cross["replay"],
+        "other_conversation_session_start": cross["start"],
         "injected_ids_unmapped": cross["unmapped"],
         "inject_budget": budget,
         "injected_chars_max": max(chars, default=0),

@@ -33,10 +33,10 @@ the single-project run to compare with. Then every injected id (the replay's pro
 questions, and a `session-start` hook run in each repository after the questions) is mapped
 back to its conversation: `other_conversation_*` counts the snippets injected from another
 conversation - with `each`, from another project (must be 0); with `one` they are allowed,
-and the count shows the check sees them. Injected characters are reported against `inject_budget` (mean, p95,
-max), and the session start's digest likewise. `--per-conversation N` replays only the first
-N turns of each conversation (a subset that keeps every project), and asks only the questions
-whose evidence was replayed.
+and the count shows the check sees them. Injected characters are reported against
+`inject_budget` (mean, p95, max), and the session start's digest likewise.
+`--per-conversation N` replays only the first N turns of each conversation (a subset that
+keeps every project), and asks only the questions whose evidence was replayed.
 
 `--tiny` replays a LoCoMo-shaped bench of two short conversations about much the same things
 (written into the work folder) instead of ../shared/bench: the smallest real run.

@@ -1,7 +1,8 @@
 """Replay benchmark of memory that keeps itself, on LoCoMo's real conversations.
 
     .venv/bin/python benchmarks/capture.py [--bench ../shared/bench/locomo] [--max-queries N]
-        [--work DIR [--reuse]] [--legacy] [--json]
+        [--work DIR [--reuse]] [--legacy] [--projects one|each [--per-conversation N]] [--json]
+        [--tiny]
 
 Runs as shipped: the default settings (the gate on in its default `propose` mode, run by the
 daemon after every Stop; the prompt hook capturing and injecting), only the retention
@@ -21,6 +22,24 @@ lengthened so 2023's turns stay searchable.
 
 With --work DIR the home and the replay's record stay in DIR; --reuse then asks the questions
 again without replaying (to compare recall settings on the same captured turns).
+
+Projects (issue 20, ADR 0014). Without `--projects` the hooks get no `cwd` (no project:
+everything global, as before scopes). `--projects each` gives each LoCoMo conversation its own
+project - a git repository of its own under DIR/repos with its own `origin` remote
+(`git@example.com:locomo/conv-N.git`; no network is touched) - and sends every hook of a
+conversation's turns, and of its questions, with `cwd` set to that repository; the direct
+search is made from it too. `--projects one` puts every conversation in one such repository:
+the single-project run to compare with. Then every injected id (the replay's prompts, the
+questions, and a `session-start` hook run in each repository after the questions) is mapped
+back to its conversation: `other_conversation_*` counts the snippets injected from another
+conversation - with `each`, from another project (must be 0); with `one` they are allowed,
+and the count shows the check sees them. Injected characters are reported against
+`inject_budget` (mean, p95, max), and the session start's digest likewise.
+`--per-conversation N` replays only the first N turns of each conversation (a subset that
+keeps every project), and asks only the questions whose evidence was replayed.
+
+`--tiny` replays a LoCoMo-shaped bench of two short conversations about much the same things
+(written into the work folder) instead of ../shared/bench: the smallest real run.
 
 Prints: evidence recall of the injection and of direct search, injected characters per
 prompt, p50/p95 latency of the capture hook (stop) and of the injecting hook (prompt), each
@@ -88,6 +107,60 @@ def turns(bench: Path) -> list[dict]:
     return sorted(out, key=lambda t: (t["conv"], t["session"], t["turn"]))
 
 
+TINY = {  # two conversations alike on purpose: a leak between their projects would show
+    "conv-1": [("Alice", "I adopted a dog named Biscuit last spring."),
+               ("Bob", "Biscuit! Does he like the park by the river?"),
+               ("Alice", "He does. I also started a pottery class on Tuesdays.")],
+    "conv-2": [("Carol", "We adopted a dog named Pepper in the winter."),
+               ("Dan", "Pepper is a good name. Is she calm at the park?"),
+               ("Carol", "Mostly. I also joined a painting class on Thursdays.")],
+}  # fmt: skip
+TINY_QUESTIONS = [("conv-1_q000", "What is the name of Alice's dog?", "conv-1_D1-1"),
+                  ("conv-1_q001", "Which class did Alice start?", "conv-1_D2-3"),
+                  ("conv-2_q000", "What is the name of Carol's dog?", "conv-2_D1-1"),
+                  ("conv-2_q001", "Which class did Carol join?", "conv-2_D2-3")]  # fmt: skip
+
+
+def write_tiny(folder: Path) -> Path:
+    """A LoCoMo-shaped bench: each conversation's turns in two sessions, and four questions."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for conv, said in TINY.items():
+        for n, (speaker, text) in enumerate(said, 1):
+            session = 1 if n == 1 else 2
+            when = f"{n}:00 pm on {session} May, 2023"
+            rows.append({"id": f"{conv}_D{session}-{n}",
+                         "title": f"{speaker}, {when} (session {session}, turn D{session}:{n})",
+                         "text": f"{speaker}: {text}"})  # fmt: skip
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "queries.jsonl").write_text("".join(
+        json.dumps({"qid": q, "query": text}) + "\n" for q, text, _ in TINY_QUESTIONS))  # fmt: skip
+    (folder / "qrels.tsv").write_text("".join(f"{q}\t{d}\t1\n" for q, _, d in TINY_QUESTIONS))
+    return folder
+
+
+def make_repos(work: Path, names: list[str]) -> dict[str, Path]:
+    """A git repository per name under work/repos, each with its own origin remote."""
+    repos = {}
+    for name in names:
+        repo = work / "repos" / name
+        if not (repo / ".git").exists():
+            repo.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["git", "init", "-q", str(repo)], check=True)
+            subprocess.run(["git", "-C", str(repo), "remote", "add", "origin",
+                            f"git@example.com:locomo/{name}.git"], check=True)  # fmt: skip
+        repos[name] = repo
+    return repos
+
+
+def stats(chars: list[int]) -> dict:
+    return {
+        "mean": round(sum(chars) / len(chars), 1) if chars else 0.0,
+        "p95": pct(chars, 0.95),
+        "max": max(chars, default=0),
+    }
+
+
 def run_hook(home: Path, event: str, payload: dict, env: dict) -> tuple[float, str]:
     """One hook process, the command `memory-agent init` prints for Claude Code."""
     t = time.perf_counter()
@@ -128,7 +201,23 @@ def main() -> None:
         action="store_true",
         help="the earlier method, for comparison: the gate off, questions not captured",
     )
+    parser.add_argument(
+        "--projects",
+        choices=("one", "each"),
+        default=None,
+        help="each: a git repository (project) per conversation; one: all in one repository",
+    )
+    parser.add_argument(
+        "--per-conversation",
+        type=int,
+        default=None,
+        help="replay only the first N turns of each conversation (a subset keeping every one)",
+    )
+    parser.add_argument("--tiny", action="store_true", help="a tiny bench of two conversations")
     args = parser.parse_args()
+    if args.tiny:
+        args.work = args.work or Path(tempfile.mkdtemp(prefix="memory-agent-capture-"))
+        args.bench = write_tiny(args.work / "tiny-bench")
     if not (args.bench / "corpus.jsonl").is_file():
         print(f"skipped: no LoCoMo bench at {args.bench} (it lives in ../shared/bench)")
         return
@@ -153,12 +242,48 @@ def main() -> None:
     # 1. replay every turn
     episode_of: dict[str, str] = {}
     capture_ms, inject_ms, count = [], [], {}
-    all_turns = turns(args.bench)[: args.max_turns]
+    all_turns = turns(args.bench)
+    if args.per_conversation is not None:
+        seen: dict[str, int] = {}
+        kept = []
+        for t in all_turns:
+            seen[t["conv"]] = seen.get(t["conv"], 0) + 1
+            if seen[t["conv"]] <= args.per_conversation:
+                kept.append(t)
+        all_turns = kept
+    all_turns = all_turns[: args.max_turns]
+    convs = sorted({t["conv"] for t in all_turns})
+    if args.projects == "each":
+        repo_of = make_repos(work, convs)
+    elif args.projects == "one":
+        one = make_repos(work, ["locomo"])["locomo"]
+        repo_of = dict.fromkeys(convs, one)
+    else:
+        repo_of = {}
+
+    def where(conv: str) -> dict:  # the hook payload's cwd: the conversation's repository
+        return {"cwd": str(repo_of[conv])} if conv in repo_of else {}
+
+    def conv_of(doc: str) -> str | None:  # an injected id -> the conversation it came from
+        if doc in episode_of:
+            return episode_of[doc].split("_", 1)[0]
+        found = re.match(r"episodes/question-(conv-\d+)_", doc)
+        return found.group(1) if found else None
+
+    def foreign(ids: list[str], conv: str, where: str) -> None:
+        """Count the snippets of another conversation (another project's with `each`; in one
+        project they are allowed: the count shows the check sees them) and of none."""
+        convs_of = [conv_of(i) for i in ids]
+        cross[where] += sum(1 for c in convs_of if c and c != conv)
+        cross["unmapped"] += convs_of.count(None)
+
+    replay_chars, cross = [], {"replay": 0, "questions": 0, "start": 0, "unmapped": 0}
     started = time.perf_counter()
     if args.reuse:
         state = json.loads(saved.read_text())
         episode_of, capture_ms, inject_ms = state["episodes"], state["capture"], state["inject"]
         count, all_turns = state["sessions"], all_turns[: state["turns"]]
+        replay_chars, cross = state.get("replay_chars", []), state.get("cross", cross)
     for i, t in enumerate([] if args.reuse else all_turns):
         session = f"{t['conv']}-s{t['session']}"
         count[session] = count.get(session, 0) + 1
@@ -166,11 +291,15 @@ def main() -> None:
         turn_env = dict(env, MEMORY_AGENT_CLOCK=dt.datetime.fromtimestamp(
             t["when"] + count[session], dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))  # fmt: skip
         prompt = f"[{t['date']}] {t['text']}"
-        took, _ = run_hook(home, "prompt", {"session_id": session, "prompt": prompt,
-                                           "hook_event_name": "UserPromptSubmit"}, turn_env)  # fmt: skip
+        took, out = run_hook(home, "prompt", {"session_id": session, "prompt": prompt,
+                                             "hook_event_name": "UserPromptSubmit",
+                                             **where(t["conv"])}, turn_env)  # fmt: skip
         inject_ms.append(took)
-        took, _ = run_hook(home, "stop", {"session_id": session, "hook_event_name": "Stop"},
-                           turn_env)  # fmt: skip
+        ids, n = injected_ids(out)
+        replay_chars.append(n)
+        foreign(ids, t["conv"], "replay")
+        took, _ = run_hook(home, "stop", {"session_id": session, "hook_event_name": "Stop",
+                                          **where(t["conv"])}, turn_env)  # fmt: skip
         capture_ms.append(took)
         if (i + 1) % 250 == 0:
             print(f"replayed {i + 1}/{len(all_turns)} turns", file=sys.stderr, flush=True)
@@ -179,6 +308,7 @@ def main() -> None:
         saved.write_text(json.dumps({
             "episodes": episode_of, "capture": capture_ms, "inject": inject_ms,
             "sessions": count, "turns": len(all_turns), "replay_s": replay_s,
+            "replay_chars": replay_chars, "cross": dict(cross),
         }))  # fmt: skip
     client.admin("refresh")
     # 2. questions through the prompt hook, 3. the same through memory_search
@@ -194,29 +324,47 @@ def main() -> None:
     q_env = dict(env, MEMORY_AGENT_CAPTURE="off") if args.legacy else env  # shipped: captured
     rec_inject, rec_search, chars, question_ms = [], [], [], []
     for q in queries:
+        conv = q["qid"].split("_", 1)[0]
         took, out = run_hook(home, "prompt", {"session_id": f"question-{q['qid']}",
                                              "prompt": q["query"],
-                                             "hook_event_name": "UserPromptSubmit"}, q_env)  # fmt: skip
+                                             "hook_event_name": "UserPromptSubmit",
+                                             **where(conv)}, q_env)  # fmt: skip
         question_ms.append(took)
         ids, n = injected_ids(out)
         chars.append(n)
+        foreign(ids, conv, "questions")
         got = {episode_of.get(i) for i in ids}
         evidence = qrels[q["qid"]]
         rec_inject.append(len(evidence & got) / len(evidence))
         hits = client.call_tool("memory_search", {"query": q["query"], "limit": 8,
-                                                  "include_episodes": True})["hits"]  # fmt: skip
+                                                  "include_episodes": True},
+                                where=str(repo_of.get(conv) or work))["hits"]  # fmt: skip
         found = {episode_of.get(h["id"]) for h in hits}
         rec_search.append(len(evidence & found) / len(evidence))
         if (
             not args.reuse and not args.legacy
         ):  # the question's Stop: captured, and the daemon's gate runs after it
             run_hook(home, "stop", {"session_id": f"question-{q['qid']}",
-                                    "hook_event_name": "Stop"}, q_env)  # fmt: skip
+                                    "hook_event_name": "Stop", **where(conv)}, q_env)  # fmt: skip
     t = time.perf_counter()
     gate = (
         client.admin("gate") if not args.legacy else {"mode": "off", "read_bytes": 0}
     )  # one more run by hand: what the incremental gate still reads
     gate_ms = (time.perf_counter() - t) * 1000
+    # 4. a session start in each project: the digest the session-start hook injects
+    start_chars = []
+    for conv in convs if repo_of else []:
+        if args.projects == "one" and conv != convs[0]:
+            continue  # one repository: one start
+        _, out = run_hook(home, "session-start", {"session_id": f"start-{conv}",
+                                                  "hook_event_name": "SessionStart",
+                                                  "source": "startup", **where(conv)}, env)  # fmt: skip
+        ids, n = injected_ids(out)
+        start_chars.append(n)
+        foreign(ids, conv, "start")
+    budget = config.load({"home": str(home)}).inject_budget
+    hooks_log = home / "run" / "hooks.log"
+    hook_log_lines = len(hooks_log.read_text().splitlines()) if hooks_log.is_file() else 0
     journal_bytes = sum(p.stat().st_size for p in (home / "journal").iterdir())
     client.stop(wait=True)
     out = {
@@ -228,6 +376,18 @@ def main() -> None:
         "injected_chars_mean": round(sum(chars) / len(chars), 1),
         "injected_chars_p95": pct(chars, 0.95),
         "empty_injections": sum(1 for c in chars if c == 0),
+        "projects": args.projects or "none",
+        "project_count": len(set(repo_of.values())),
+        # another conversation's snippets: another project's with `each` (must be 0)
+        "other_conversation_questions": cross["questions"],
+        "other_conversation_replay": cross["replay"],
+        "other_conversation_session_start": cross["start"],
+        "injected_ids_unmapped": cross["unmapped"],
+        "inject_budget": budget,
+        "injected_chars_max": max(chars, default=0),
+        "replay_injected_chars": stats(replay_chars),
+        "session_start_chars": stats(start_chars),
+        "hooks_log_lines": hook_log_lines,
         "capture_hook_p50_ms": round(pct(capture_ms, 0.5), 1),
         "capture_hook_p95_ms": round(pct(capture_ms, 0.95), 1),
         "inject_hook_p50_ms": round(pct(question_ms, 0.5), 1),

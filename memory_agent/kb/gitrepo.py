@@ -85,6 +85,15 @@ class KBRepo:
             self.path, *args, check=check, lock_wait=self.lock_wait, proc_root=self.proc_root
         )
 
+    def succeeds(self, *args: str) -> bool:
+        """Whether `git args` exits 0 (a question git answers with its exit status)."""
+        return self._proc(*args).returncode == 0
+
+    def output(self, *args: str) -> str | None:
+        """`git args`' output, or None when it fails (an object that is not there)."""
+        proc = self._proc(*args)
+        return proc.stdout if proc.returncode == 0 else None
+
     def _proc(self, *args: str, text: bool = True) -> subprocess.CompletedProcess:
         return process(
             self.path, *args, text=text, lock_wait=self.lock_wait, proc_root=self.proc_root

@@ -173,8 +173,7 @@ class Syncer:
         return out.strip() or None
 
     def _is_ancestor(self, a: str, b: str) -> bool:
-        proc = self.repo._proc("merge-base", "--is-ancestor", a, b)
-        return proc.returncode == 0
+        return self.repo.succeeds("merge-base", "--is-ancestor", a, b)
 
     def _fetch(self, branch: str) -> None:
         import subprocess
@@ -385,7 +384,7 @@ class Syncer:
                 if not touched:
                     continue
                 work.git("add", "-A", "--", *touched)
-                if work._proc("diff", "--cached", "--quiet").returncode == 0:
+                if work.succeeds("diff", "--cached", "--quiet"):
                     continue  # the same change is upstream already
                 message = self.repo.git("log", "-1", "--format=%B", commit).rstrip()
                 author = self.repo.git("log", "-1", "--format=%an%x00%ae%x00%aI", commit)
@@ -423,5 +422,4 @@ class Syncer:
                            "run `memory-agent sync` again; the KB itself was not changed")  # fmt: skip
 
     def _show(self, commit: str, name: str) -> str | None:
-        proc = self.repo._proc("show", f"{commit}:{name}")
-        return proc.stdout if proc.returncode == 0 else None
+        return self.repo.output("show", f"{commit}:{name}")

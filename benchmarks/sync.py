@@ -14,8 +14,10 @@ LoCoMo, seeded), pushed with plain git to a bare repository. Then, through the r
    finds a given entry (the last one, by its title). Split: `remote set` (it starts B's
    daemon), then until the entry's file is in B's KB (fetch and the move; watched from this
    process every 20 ms), then until the search finds it (the index of every entry: the
-   embeddings dominate). The embedding cache (`MEMORY_AGENT_CACHE`, default `<work>/cache`)
-   is kept across runs: the vectors it gained during the first sync say whether it was warm.
+   embeddings dominate; searches answer `not_ready` until that first index is built, and
+   `memory-agent sync` waits for it - up to the CLI's 600 s). The embedding cache
+   (`MEMORY_AGENT_CACHE`, default `<work>/cache`) is kept across runs: the vectors it gained
+   during the first sync say whether it was warm.
 2. Incremental sync of `--changes` adds: per repetition, the adds on A (one `memory-agent
    proxy` session, untimed), `memory-agent sync` on A (the push, untimed), then
    `memory-agent sync` on B timed (its report must say it pulled them), a search on B that

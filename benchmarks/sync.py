@@ -1,8 +1,8 @@
 """Sync benchmark (issue 21, ADR 0016): two homes, a bare repository, real daemons, the CLI.
 
     .venv/bin/python benchmarks/sync.py [--entries 10000] [--changes 10] [--reps 7]
-        [--interval 10] [--interval-reps 5] [--skip-default] [--first-only] [--work DIR]
-        [--json] [--tiny]
+        [--interval 10] [--interval-reps 5] [--skip-default] [--default-reps 1]
+        [--seed 0] [--first-only] [--work DIR] [--json] [--tiny]
 
 Machine A's KB gets `--entries` entries written as files and committed in one commit (the
 entries of `benchmarks/daemon.py`: a title sentence and 2-5 body sentences of SciFact and
@@ -29,7 +29,8 @@ LoCoMo, seeded), pushed with plain git to a bare repository. Then, through the r
    (`AFTER_WRITE_S`); B pulls at its next round, so the expected latency is about
    interval / 2 + 5 s + a round. With `--interval` seconds (the mechanism, `--interval-reps`
    times; each write after a seeded random wait in [0, interval) so it lands at a random
-   point of B's cycle), and once with the default 300 s unless `--skip-default`.
+   point of B's cycle; `--seed` draws other waits), and `--default-reps` times (1) with the
+   default 300 s unless `--skip-default`.
 
 `--tiny`: 50 entries, 2 changes, 2 repetitions, a 3 s interval, no default-interval run -
 the smallest real run (seconds, plus the two model loads). Work folder: `--work` (default
@@ -296,6 +297,9 @@ def main() -> None:
     parser.add_argument("--interval-reps", type=int, default=5)
     parser.add_argument("--skip-default", action="store_true",
                         help="no write -> searchable run with the default 300 s interval")  # fmt: skip
+    parser.add_argument("--default-reps", type=int, default=1,
+                        help="writes with the default interval (each up to ~5 min)")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0, help="another draw of the write times")
     parser.add_argument("--work", type=Path, default=Path("/tmp/memory-agent-syncbench"))
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--first-only", action="store_true", help="only the first sync")
@@ -331,13 +335,15 @@ def main() -> None:
             ("first sync", lambda: first_sync(a, b, remote, args.entries, text)),
             ("incremental", lambda: incremental(a, b, remote, args.changes, args.reps, text)),
             ("write->searchable",
-             lambda: write_to_searchable(a, b, args.interval, args.interval_reps, text, 1)),
+             lambda: write_to_searchable(a, b, args.interval, args.interval_reps, text,
+                                         1 + 10 * args.seed)),
         ]  # fmt: skip
         if args.first_only:
             phases = phases[:1]
         elif not args.skip_default:
             phases.append(("write->searchable",
-                           lambda: write_to_searchable(a, b, None, 1, text, 2)))  # fmt: skip
+                           lambda: write_to_searchable(a, b, None, args.default_reps, text,
+                                                       2 + 10 * args.seed)))  # fmt: skip
         for name, phase in phases:
             before = load()
             print(f"[{name}] load average {before}", file=sys.stderr)

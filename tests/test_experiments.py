@@ -137,3 +137,12 @@ def test_every_script_is_known_or_takes_tiny():
         and "--tiny" not in (EXPERIMENTS / s).read_text(encoding="utf-8")
     ]
     assert unknown == [], "give these a tiny input in tests/test_experiments.py or --tiny"
+
+
+@pytest.mark.slow
+def test_the_sync_benchmark_runs_on_a_tiny_input(tmp_path, shared_cache):
+    """`benchmarks/sync.py` is the command of experiments/sync's figures (issue 21): two
+    homes, a bare repository and real daemons, at 50 entries."""
+    out = run("../benchmarks/sync.py", "--tiny", "--work", str(tmp_path / "work"),
+              cwd=tmp_path, cache=shared_cache)  # fmt: skip
+    assert "first sync of 50 entries" in out and "found all True" in out

@@ -318,8 +318,10 @@ def run_search(
             memory.refresh_for_read()  # skipped while a write is in flight: it applies the changes
         elif not memory.index.exists():
             raise NotReady(
-                "the first index of this home is not built yet (the model is loading)",
-                "retry in a few seconds",
+                "the first index of this home is not built yet (the model is loading, or the "
+                "first build - after `init` or a first sync - is still embedding the entries)",
+                "retry in a few seconds (a first build of many entries takes minutes; "
+                "`memory-agent status` shows when it is done)",
             )
         index = memory.index.snapshot()  # one state for the whole search; no lock
         doc_ids = standing_at(index, cutoff) if cutoff is not None else None

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -51,6 +52,16 @@ SYNCED_REF = "refs/memory-agent/synced"  # the upstream commit the last round en
 RESCUE_REFS = "refs/memory-agent/rescue/"
 ROUNDS = 3  # a round restarted (a write meanwhile, a push refused) at most this often
 FETCH_TIMEOUT_S = 120.0
+
+
+_USERINFO = re.compile(r"(://[^/@:\s]*):[^/@\s]*@")
+
+
+def shown(text: str | None) -> str:
+    """A remote URL (or git's message naming one) as status and errors show it: a password or
+    token in it is masked. git keeps the URL in the KB's config; nothing of ours stores or
+    prints the secret."""
+    return _USERINFO.sub(r"\1:***@", text or "")
 
 
 class RemoteUnreachable(MemoryAgentError):
@@ -96,8 +107,8 @@ class Syncer:
         repo = self.repo
         verb = "set-url" if self.url() else "add"
         repo.git("remote", verb, REMOTE, url.strip())
-        self._save({**self.record(), "url": url.strip(), "stopped": None})
-        return {"remote": url.strip(), "branch": self.branch()}
+        self._save({**self.record(), "stopped": None})  # the URL itself stays git's
+        return {"remote": shown(url.strip()), "branch": self.branch()}
 
     def branch(self) -> str:
         repo = self.repo
@@ -128,7 +139,7 @@ class Syncer:
             return {"remote": None}
         record = self.record()
         out = {
-            "remote": url,
+            "remote": shown(url),
             "branch": self.branch(),
             "last_sync": record.get("last_sync"),
             "last_error": record.get("last_error"),
@@ -188,7 +199,7 @@ class Syncer:
             )  # fmt: skip
         except subprocess.TimeoutExpired as exc:
             raise RemoteUnreachable(
-                f"fetching from {self.url()} took over {FETCH_TIMEOUT_S:.0f} s",
+                f"fetching from {shown(self.url())} took over {FETCH_TIMEOUT_S:.0f} s",
                 "check the network; writes go on and the next round catches up",
             ) from exc
         if proc.returncode != 0:
@@ -196,7 +207,8 @@ class Syncer:
             if "couldn't find remote ref" in err:
                 return  # an empty remote: nothing to fetch, the push creates the branch
             raise RemoteUnreachable(
-                f"cannot fetch from {self.url()}: {err.splitlines()[-1] if err else 'failed'}",
+                f"cannot fetch from {shown(self.url())}: "
+                f"{shown(err.splitlines()[-1]) if err else 'failed'}",
                 "check the URL (`memory-agent remote set URL`), the network and git's "
                 "credentials (ssh agent, credential helper); writes go on meanwhile",
             )
@@ -219,7 +231,8 @@ class Syncer:
         if "rejected" in text or "non-fast-forward" in text or "fetch first" in text:
             return False
         raise RemoteUnreachable(
-            f"cannot push to {self.url()}: {text.strip().splitlines()[-1] if text.strip() else ''}",
+            f"cannot push to {shown(self.url())}: "
+            f"{shown(text.strip().splitlines()[-1]) if text.strip() else ''}",
             "check the URL, the network and your write access; the next round retries",
         )
 

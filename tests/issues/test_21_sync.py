@@ -337,3 +337,14 @@ def test_a_stale_index_lock_is_named_with_its_fix(pair):
     lock.unlink()
     b.sync()
     same_and_clean(a, b)
+
+
+def test_a_token_in_the_remote_url_is_never_shown_or_stored_by_us(pair):
+    a, b, remote = pair
+    url = "https://me:ghp_tokentokentoken@127.0.0.1:9/memory.git"  # nothing listens on port 9
+    _, set_ = a.cli("remote", "set", url)
+    code, err = a.sync(check=False)
+    _, status = a.cli("remote")
+    assert code != 0 and err["error"]["code"] == "unavailable"
+    shown = json.dumps([set_, err, status]) + (a.path / "run" / "remote.json").read_text()
+    assert "ghp_tokentokentoken" not in shown and "me:***@127.0.0.1" in shown

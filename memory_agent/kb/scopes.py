@@ -44,6 +44,9 @@ def check_scope(value: object) -> str | None:
     return None
 
 
+_READ: dict[Path, tuple[tuple[int, int, int], dict[str, str]]] = {}  # file -> (stat, names)
+
+
 @dataclass
 class ScopeMap:
     """The names in `kb/projects.yaml` (name -> identity), as read."""
@@ -52,7 +55,24 @@ class ScopeMap:
 
     @classmethod
     def read(cls, kb_dir: Path) -> ScopeMap:
+        """The map as the file holds it now (a copy: callers may add to it). Every search
+        asks: the parsed map is kept while the file's stat is unchanged."""
         path = kb_dir / MAP_FILE
+        try:
+            st = path.stat()
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = None
+        cached = _READ.get(path)
+        if cached is not None and stamp is not None and cached[0] == stamp:
+            return cls(dict(cached[1]))
+        found = cls._parse(path, kb_dir)
+        if stamp is not None:
+            _READ[path] = (stamp, dict(found.names))
+        return found
+
+    @classmethod
+    def _parse(cls, path: Path, kb_dir: Path) -> ScopeMap:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:

@@ -221,6 +221,10 @@ def test_the_proxy_takes_the_clients_roots_else_its_own_folder(world):
         found = plain.call("memory_search", query="when is beta deployed", scope="beta")
         assert "beta-deploys-on-fridays" in ids(found["structuredContent"])
         assert plain.roots_asked == 0
+        # no roots: the folder the client started the proxy in is the session's project
+        added = plain.call("memory_add", title="Alpha lints with ruff",
+                           body="The alpha repository lints with ruff check.")  # fmt: skip
+        assert added["structuredContent"]["scope"] == "alpha", added
     finally:
         plain.close()
     assert all(line.startswith("{") for line in with_roots.lines + plain.lines)

@@ -39,7 +39,7 @@ from ragcore.errors import (
 from ragcore.evaluate import EvalReport, evaluate, metrics, metrics_by
 from ragcore.fusion import FusionConfig
 from ragcore.index import BuildReport, Index, RefreshReport, live_generation
-from ragcore.search import Hit, SearchConfig, SearchResult, search
+from ragcore.search import Hit, SearchConfig, SearchResult, search, snippets_of
 from ragcore.snapshot import Consistency
 from ragcore.store import Filter
 from ragcore.tokenizer import Tokenizer
@@ -80,6 +80,7 @@ __all__ = [
     "normalize_text",
     "scan_markdown",
     "search",
+    "snippets_of",
     "atomic_write",
     "live_generation",
     "temp_files",

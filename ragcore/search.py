@@ -11,6 +11,7 @@ contribution of each to the fused score.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,7 @@ from ragcore.snapshot import Snapshot
 from ragcore.store import Filter
 from ragcore.tokenizer import term_frequencies
 
-__all__ = ["ChannelHit", "Hit", "SearchConfig", "SearchResult", "search"]
+__all__ = ["ChannelHit", "Hit", "SearchConfig", "SearchResult", "search", "snippets_of"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,18 @@ def _snippet(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
+def snippets_of(
+    index: Index | Snapshot, chunk_ids: Sequence[str], config: SearchConfig | None = None
+) -> dict[str, str]:
+    """{chunk id: the snippet `search` shows for it} - for hits found with `snippets=False`;
+    read from `index` (the snapshot the search used)."""
+    n = (config or SearchConfig()).snippet_chars
+    payloads = index.snapshot().chunk_payloads(list(chunk_ids))
+    return {
+        cid: _snippet(p.get("text", "") or p.get("title", ""), n) for cid, p in payloads.items()
+    }
+
+
 def search(
     index: Index | Snapshot,
     query: str,
@@ -106,10 +119,13 @@ def search(
     flt: Filter | None = None,
     config: SearchConfig | None = None,
     use_dense: bool = True,
+    snippets: bool = True,
 ) -> SearchResult:
     """Top `limit` documents for `query`. Raises `IndexInconsistent` rather than answering from
     a damaged index. `use_dense=False` answers from the lexical channels alone (used while the
-    model loads); the result then says `degraded`."""
+    model loads); the result then says `degraded`. `snippets=False`: the hits' texts are not
+    read (snippet, heading and text empty) - for a caller that shows only some of them and
+    reads those with `snippets_of`."""
     config = config or SearchConfig()
     timings: dict[str, float] = {}
     # One snapshot for the whole search, and no lock: a write publishes a new snapshot
@@ -161,7 +177,7 @@ def search(
         doc_channels = [ch[doc_id] for ch in channels.values() if doc_id in ch]
         # The chunk shown for the document: its best-ranked one across channels.
         shown[doc_id] = min(doc_channels, key=lambda c: c.rank)
-    payloads = index.chunk_payloads([c.chunk_id for c in shown.values()])
+    payloads = index.chunk_payloads([c.chunk_id for c in shown.values()], texts=snippets)
     for doc_id, score in ranked[:limit]:
         doc_channels = {name: ch[doc_id] for name, ch in channels.items() if doc_id in ch}
         best = shown[doc_id]

@@ -280,10 +280,13 @@ class Snapshot:
         """The document a chunk belongs to (None: not in this snapshot)."""
         return self.model.doc_of(chunk_id)
 
-    def chunk_payloads(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The payload of each chunk: its document's payload plus n, heading and text."""
+    def chunk_payloads(
+        self, chunk_ids: Sequence[str], *, texts: bool = True
+    ) -> dict[str, dict[str, Any]]:
+        """The payload of each chunk: its document's payload plus n, heading and text
+        (`texts=False`: heading and text empty, and the segment is not read)."""
         model = self.model
-        texts = self.segment.texts(list(chunk_ids))
+        texts = self.segment.texts(list(chunk_ids)) if texts else {}
         out = {}
         for cid in chunk_ids:
             doc_id = model.doc_of(cid)

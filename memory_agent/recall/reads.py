@@ -29,6 +29,7 @@ from ragcore import (
     Index,
     SearchConfig,
     extract_entities,
+    snippets_of,
     wikilinks,
 )
 from ragcore import search as relevance
@@ -123,16 +124,40 @@ def standing_at(index: Index, cutoff: float) -> tuple[str, ...]:
     return tuple(sorted(keep))
 
 
+# The edges of the documents searches have expanded, for the newest index state seen: they
+# depend on that state alone (the links and the entities' counts), and a search expands ~20
+# documents, many of them the same from one search to the next (about a fifth of a search's
+# Python work at 1,000 entries when computed each time). (revision, {doc id: edges}); a new
+# revision starts a new memo, so a write costs nothing here; bounded by MEMO_DOCS. The policy
+# values the edges depend on are part of the key (experiments change them between searches).
+_memo: tuple[tuple, dict[str, list[Edge]]] = ((-1,), {})
+MEMO_DOCS = 20_000
+
+
 def neighbours_of(index: Index, graph: dict[str, list[tuple[str, str]]]):
-    """A document's edges for the expansion: its authored links (`graph`), then the documents
-    that name one of its rare entities (at most policy.ENTITY_NEIGHBOURS, rarest first, with
-    a factor in 0..1 for how rare). Memoised for one search."""
+    """A document's edges for the expansion: its authored links (`graph`, the link graph of
+    this same `index` state), then the documents that name one of its rare entities (at most
+    policy.ENTITY_NEIGHBOURS, rarest first, with a factor in 0..1 for how rare). Memoised per
+    index revision, across searches (`_memo`)."""
+    global _memo
     n_docs = max(len(index), 3)
-    memo: dict[str, list[Edge]] = {}
+    key = (
+        index.revision,
+        policy.ENTITY_NEIGHBOURS,
+        policy.ENTITY_MAX_DOCS,
+        policy.EDGE_WEIGHTS.get("entity", 0.0) > 0.0,
+    )
+    cached = _memo
+    if cached[0] != key:
+        cached = (key, {})
+        if key[0] >= _memo[0][0]:  # revisions only grow: an older snapshot's search keeps its own
+            _memo = cached  # one assignment; concurrent searches at worst compute twice
+    memo = cached[1]
 
     def neighbours(doc_id: str) -> list[Edge]:
-        if doc_id in memo:
-            return memo[doc_id]
+        found = memo.get(doc_id)
+        if found is not None:
+            return found
         out: list[Edge] = [(other, kind, 1.0, "") for other, kind in graph.get(doc_id, [])]
         info = index.doc(doc_id)
         if info is not None and policy.EDGE_WEIGHTS.get("entity", 0.0) > 0.0:
@@ -152,7 +177,8 @@ def neighbours_of(index: Index, graph: dict[str, list[tuple[str, str]]]):
                             break
                 if len(seen) >= policy.ENTITY_NEIGHBOURS:
                     break
-        memo[doc_id] = out
+        if len(memo) < MEMO_DOCS:
+            memo[doc_id] = out
         return out
 
     return neighbours
@@ -180,7 +206,9 @@ def rank(
         flt=flt,
         config=config or SearchConfig(),
         use_dense=use_dense,
+        snippets=False,  # read below for the hits shown (a third of the candidates at most)
     )
+    shown_chunk = {h.doc_id: h.chunk_id for h in result.hits}
     candidates = [
         Ranked(h.doc_id, h.score, h.payload, h.snippet, h.explain() if explain else None)
         for h in result.hits
@@ -215,8 +243,11 @@ def rank(
         lookup=lookup,
         allowed=flt.matches,
     )[:limit]
+    found = snippets_of(index, [shown_chunk[r.doc_id] for r in ranked if r.doc_id in shown_chunk])
     for r in ranked:
-        if r.doc_id in pulled and not r.snippet:
+        if r.doc_id in shown_chunk:
+            r.snippet = found.get(shown_chunk[r.doc_id], "")
+        elif r.doc_id in pulled and not r.snippet:
             text = " ".join((index.preview(r.doc_id) or r.payload.get("title", "")).split())
             r.snippet = text if len(text) <= 240 else text[:239] + "…"
     hits = []

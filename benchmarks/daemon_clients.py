@@ -3,9 +3,10 @@
 N closed-loop clients, each a real `memory-agent proxy` subprocess with its own MCP session,
 search back to back from a common start for `--duration` seconds (in `mixed`, one more proxy
 adds entries the whole time); only successful replies are timed; per window the search
-p50/p95, throughput, the daemon's CPU per call and the load average. The homes, the entries
-and the percentiles are `benchmarks/daemon.py`'s (which runs this mode); this module is the
-concurrent half, kept apart from the single-client measurement.
+p50/p95, throughput, the daemon's and the proxies' CPU per call, the cores the whole machine
+kept busy and the load average. The homes, the entries and the percentiles are
+`benchmarks/daemon.py`'s (which runs this mode); this module is the concurrent half, kept apart
+from the single-client measurement.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def _client_loop(
         s.initialize()
         s.call(work[0][0], **work[0][1]) if work[0][0] == "memory_search" else None
         start.wait()
+        proxy_cpu = cpu_s(s.pid)
         i = 0
         while time.perf_counter() < stop_at[0]:
             name, arguments = work[i % len(work)]
@@ -56,8 +58,15 @@ def _client_loop(
                 out[name].append(elapsed)
             elif not ok:
                 failures.append(f"{name}: {str(reply.get('structuredContent'))[:200]}")
+        out["proxy_cpu_s"].append(cpu_s(s.pid) - proxy_cpu)
     finally:
         s.close()
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine has spent not idle (every core, every process)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def concurrent_window(
@@ -67,7 +76,7 @@ def concurrent_window(
     """One window: `clients` searchers (and one writer) closed-loop for `duration` seconds.
     With `daemon_pid`, also the daemon's CPU time per call answered in the window and the
     machine's load average at its start (the daemon serves nothing else meanwhile)."""
-    out: dict[str, list[float]] = {"memory_search": [], "memory_add": []}
+    out: dict[str, list[float]] = {"memory_search": [], "memory_add": [], "proxy_cpu_s": []}
     failures: list[str] = []
     threads = []
     start = threading.Barrier(clients + int(writer) + 1)
@@ -97,10 +106,12 @@ def concurrent_window(
     began = time.perf_counter()
     stop_at[0] = began + duration
     load, cpu_before = os.getloadavg()[0], cpu_s(daemon_pid) if daemon_pid else 0.0
+    busy_before = _machine_busy_s()
     for th in threads:
         th.join()
     wall = time.perf_counter() - began
     cpu = cpu_s(daemon_pid) - cpu_before if daemon_pid else float("nan")
+    busy = _machine_busy_s() - busy_before
     searches, adds_ms = out["memory_search"], out["memory_add"]
     row = {
         "search_p50_ms": pct(searches, 0.5) if searches else float("nan"),
@@ -109,6 +120,12 @@ def concurrent_window(
         "searches": float(len(searches)),
         "failures": float(len(failures)),
         "daemon_cpu_ms_per_call": cpu * 1000 / max(1, len(searches) + len(out["memory_add"])),
+        # every process of the machine (ours and anyone's): how many cores were busy, and
+        # what the proxies themselves used per call
+        "busy_cores": busy / wall,
+        "proxies_cpu_ms_per_call": sum(out["proxy_cpu_s"])
+        * 1000
+        / max(1, len(searches) + len(out["memory_add"])),
         "load": load if daemon_pid else float("nan"),
     }
     if writer:
@@ -178,9 +195,10 @@ def report_clients(rows: list[dict[str, float]], args: argparse.Namespace, real:
     )
     print(
         "| entries | clients | mode | search p50 / p95 | p95 / 1-client p95 | searches/s "
-        "| adds (p50 / p95) | daemon CPU per call | load average |"
+        "| adds (p50 / p95) | daemon CPU per call | proxies' CPU per call | busy cores "
+        "| load average |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     single = {
         int(r["entries"]): r["search_p95_ms"] for r in rows if r["clients"] == 1 and not r["mixed"]
     }
@@ -197,5 +215,5 @@ def report_clients(rows: list[dict[str, float]], args: argparse.Namespace, real:
             f"{'search + 1 writer' if r['mixed'] else 'search'} "
             f"| {r['search_p50_ms']:.1f} / {r['search_p95_ms']:.1f} ms | {ratio} "
             f"| {r['searches_per_s']:.1f} | {adds} | {r['daemon_cpu_ms_per_call']:.1f} ms "
-            f"| {r['load']:.1f} |"
+            f"| {r['proxies_cpu_ms_per_call']:.1f} ms | {r['busy_cores']:.2f} | {r['load']:.1f} |"
         )

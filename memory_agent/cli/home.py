@@ -116,6 +116,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"index {r['generation']} ({state}): {r['entries']} entries, {r['points']} points, "
             f"embedder {r['embedder']}"
         )
+        if r.get("indexed_commit"):
+            print(f"  the index reflects KB commit {r['indexed_commit'][:12]}")
         for s in r["sources"]:
             flags = ("writable" if s["writable"] else "read-only") + (
                 "" if s["available"] else ", UNAVAILABLE"

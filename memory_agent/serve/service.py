@@ -47,6 +47,7 @@ from ragcore import Document, chunk_document
 __all__ = ["Service"]
 
 log = logging.getLogger("memory_agent.service")
+WAIT_FOR_MOVED = 500  # a search waits for the model to index at most this many files git moved
 
 
 class Service:
@@ -225,7 +226,12 @@ class Service:
         t = time.perf_counter()
         kwargs["project"] = self.project(where)
         if not self.model.loaded:
-            if not self.model.settled_within(0.05):
+            # The KB moved since the index was refreshed (a pull or a reset while the daemon was
+            # stopped): the lexical channel would answer from before it, so wait for the model
+            # and refresh those files first - unless there are too many to wait for.
+            moved = self.memory.kb_moved() if self.memory.index.exists() else []
+            lagging = moved is not None and 0 < len(moved) <= WAIT_FOR_MOVED
+            if not lagging and not self.model.settled_within(0.05):
                 found = run_search(self.memory, query, use_dense=False, **kwargs)
                 found.reply["degraded"] = (
                     "model loading: lexical channel only; files changed on "

@@ -237,24 +237,33 @@ class Syncer:
         )
 
     def _check_secrets(self, since: str | None, head: str) -> None:
-        """Refuse to publish commits that hold a secret (capture's patterns)."""
+        """Refuse to publish commits that hold a secret (capture's patterns). The files each
+        commit adds or changes come from one `git log`, their text from one `git cat-file
+        --batch` (not a process per file: a first push may publish thousands)."""
         span = [head, "--not", since] if since else [head]
-        for commit in self.repo.git("rev-list", *span).split():
-            names = self.repo.git("diff-tree", "-r", "--root", "--no-commit-id", "--name-only",
-                                  "--diff-filter=AM", commit).split()  # fmt: skip
-            for name in names:
-                text = self.repo.git("show", f"{commit}:{name}", check=False)
-                if text and redact(text) != text:
-                    raise SecretFound(
-                        f"kb/{name} holds what looks like a secret (commit {commit[:12]}); "
-                        "nothing was pushed",
-                        "take it out of the unpushed commits (README 'Two machines and a "
-                        f"team', 'A secret in a commit'): `git -C {self.kb_dir} branch "
-                        f"rescue-secret HEAD`, then `git -C {self.kb_dir} rebase -i "
-                        f"{since[:12] if since else '--root'}` and edit commit "
-                        f"{commit[:12]} to remove it (writes wait while the rebase runs), "
-                        "then `memory-agent sync`",
-                    )
+        listed = self.repo.git("log", "-z", "--no-renames", "--no-show-signature",
+                               "--diff-filter=AM", "--name-only", "--format=commit %H",
+                               *span)  # fmt: skip
+        wanted: list[tuple[str, str]] = []
+        commit = ""
+        for token in listed.split("\0"):
+            token = token.lstrip("\n")
+            if token.startswith("commit ") and len(token) in (47, 71):
+                commit = token[7:]
+            elif token and commit:
+                wanted.append((commit, token))
+        for (commit, name), text in zip(wanted, self._blobs(wanted), strict=True):
+            if text and redact(text) != text:
+                raise SecretFound(
+                    f"kb/{name} holds what looks like a secret (commit {commit[:12]}); "
+                    "nothing was pushed",
+                    "take it out of the unpushed commits (README 'Two machines and a "
+                    f"team', 'A secret in a commit'): `git -C {self.kb_dir} branch "
+                    f"rescue-secret HEAD`, then `git -C {self.kb_dir} rebase -i "
+                    f"{since[:12] if since else '--root'}` and edit commit "
+                    f"{commit[:12]} to remove it (writes wait while the rebase runs), "
+                    "then `memory-agent sync`",
+                )
 
     # -- a round ------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -436,3 +445,30 @@ class Syncer:
 
     def _show(self, commit: str, name: str) -> str | None:
         return self.repo.output("show", f"{commit}:{name}")
+
+    def _blobs(self, wanted: list[tuple[str, str]]) -> list[str | None]:
+        """The text of each (commit, path), read by one `git cat-file --batch` (None: not a
+        blob there)."""
+        import subprocess
+
+        batch = [(c, n) for c, n in wanted if "\n" not in n]  # a newline would end the request
+        data = b""
+        if batch:
+            data = subprocess.run(
+                ["git", "-C", str(self.kb_dir), "cat-file", "--batch"],
+                input="".join(f"{c}:{n}\n" for c, n in batch).encode("utf-8"),
+                capture_output=True, check=True, timeout=FETCH_TIMEOUT_S,
+            ).stdout  # fmt: skip
+        texts: dict[tuple[str, str], str | None] = {}
+        pos = 0
+        for key in batch:
+            eol = data.index(b"\n", pos)
+            header, pos = data[pos:eol].split(), eol + 1
+            if len(header) == 3:  # "<sha> <type> <size>", then the content and a newline
+                size = int(header[2])
+                body = data[pos : pos + size]
+                pos += size + 1
+                texts[key] = body.decode("utf-8", "replace") if header[1] == b"blob" else None
+            else:  # "<name> missing"
+                texts[key] = None
+        return [texts[k] if k in texts else self._show(*k) for k in wanted]

@@ -125,3 +125,57 @@ def test_without_inotify_a_commit_made_by_hand_is_indexed_at_the_next_refresh(
 
 def head_of(kb) -> str:
     return git(kb, "rev-parse", "HEAD").strip()
+
+
+def test_the_secret_scan_reads_every_blob_with_one_git_process(tmp_path, monkeypatch):
+    import shutil
+    import subprocess
+    import threading
+
+    import pytest
+
+    from memory_agent.kb.gitrepo import KBRepo
+    from memory_agent.kb.remote import SecretFound, Syncer
+
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    kb = tmp_path / "kb"
+    KBRepo.init(kb)
+    syncer = Syncer(kb, tmp_path / "run", threading.RLock(), refresh=lambda paths: None)
+    syncer.set_url(str(remote))
+    syncer.run()
+    since = head_of(kb)
+    (kb / "note").mkdir()
+    secrets = {}
+    for i in range(12):
+        name = f"note/n{i}.md"
+        token = f"ghp_{'abcdefghijklmnopqrstuvwxyz0123456789'[i:]}{'x' * i}" if i in (4, 9) else ""
+        (kb / name).write_text(f"---\nid: n{i}\n---\nentry {i} {token}\n")
+        git(kb, "add", name)
+        commit(kb, f"entry {i}")
+        if token:
+            secrets[i] = head_of(kb)
+    # every git process the round starts is logged by a shim in front of the real git
+    calls = tmp_path / "calls.log"
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "git").write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {shutil.which("git")} "$@"\n')
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{__import__('os').environ['PATH']}")
+    with pytest.raises(SecretFound) as caught:
+        syncer.run()
+    logged = calls.read_text().splitlines()
+    assert [c for c in logged if " show " in f" {c} "] == []
+    assert sum("cat-file --batch" in c for c in logged) == 1
+    # the newest commit holding a secret is named, in the words the error always had
+    newest = secrets[9]
+    assert caught.value.message == (
+        f"kb/note/n9.md holds what looks like a secret (commit {newest[:12]}); nothing was pushed"
+    )
+    assert caught.value.fix == (
+        "take it out of the unpushed commits (README 'Two machines and a team', 'A secret in "
+        f"a commit'): `git -C {kb} branch rescue-secret HEAD`, then `git -C {kb} rebase -i "
+        f"{since[:12]}` and edit commit {newest[:12]} to remove it (writes wait while the "
+        "rebase runs), then `memory-agent sync`"
+    )
+    assert "ghp_" not in git(remote, "log", "--all", "-p")

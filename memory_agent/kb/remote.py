@@ -28,6 +28,7 @@ What a round did and what waits for a person (forks, variants, a stop) is kept i
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -92,6 +93,7 @@ class Syncer:
         self.write_lock = write_lock
         self.refresh = refresh  # (paths) -> brings their documents in line (under write_lock)
         self.clock = clock
+        self._waiting: tuple[Any, dict[str, Any]] | None = None  # (the KB's state, forks...)
 
     @property
     def repo(self) -> KBRepo:
@@ -159,7 +161,18 @@ class Syncer:
 
     def waiting(self) -> dict[str, list[dict[str, Any]]]:
         """What a sync left for a person, read from the KB itself (so every machine sees it):
-        forks (an entry superseded by two successors) and variants (`kb/variants/`)."""
+        forks (an entry superseded by two successors) and variants (`kb/variants/`). Worked
+        out again only when the KB changed - its HEAD (a round, a write) or the variants
+        folder - not at every `status`: no git process while nothing changed."""
+        folder = self.kb_dir / VARIANTS
+        try:
+            seen = folder.stat().st_mtime_ns
+        except OSError:
+            seen = None
+        key = (self.repo.head(), seen)
+        cached = self._waiting
+        if cached is not None and cached[0] == key:
+            return copy.deepcopy(cached[1])
         forks = []
         found = self.repo.git("grep", "-l", "-E", "^superseded_by: \\[", "--", "*.md",
                               check=False)  # fmt: skip
@@ -171,12 +184,12 @@ class Syncer:
             successors = entry.extra.get("superseded_by")
             if isinstance(successors, list) and len(successors) > 1:
                 forks.append({"id": entry.id, "successors": [str(s) for s in successors]})
-        folder = self.kb_dir / VARIANTS
         variants = [
             {"variant": f"{VARIANTS}/{p.name}", "path": p.name.split(".")[0]}
             for p in sorted(folder.glob("*.md")) if p.is_file()
         ] if folder.is_dir() else []  # fmt: skip
-        return {"forks": forks, "variants": variants}
+        self._waiting = (key, {"forks": forks, "variants": variants})
+        return copy.deepcopy(self._waiting[1])
 
     # -- git helpers ------------------------------------------------------------------------
     def _rev(self, ref: str) -> str | None:

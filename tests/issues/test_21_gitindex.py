@@ -3,6 +3,13 @@ the files between it and HEAD are refreshed), a first sync embeds outside the wr
 pre-push scan reads the blobs with one process, and `status` serves forks from a cache. Two
 homes and a bare repository on disk, real daemons (MiniLM), the real CLI, real git."""
 
+import os
+import shutil
+import subprocess
+import threading
+
+from memory_agent.kb.gitrepo import KBRepo
+from memory_agent.kb.remote import Syncer
 from tests.issues.test_21_sync import pair  # noqa: F401 - the two homes and the remote
 from tests.memory_agent.helpers import git
 
@@ -128,22 +135,11 @@ def head_of(kb) -> str:
 
 
 def test_the_secret_scan_reads_every_blob_with_one_git_process(tmp_path, monkeypatch):
-    import shutil
-    import subprocess
-    import threading
-
     import pytest
 
-    from memory_agent.kb.gitrepo import KBRepo
-    from memory_agent.kb.remote import SecretFound, Syncer
+    from memory_agent.kb.remote import SecretFound
 
-    remote = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
-    kb = tmp_path / "kb"
-    KBRepo.init(kb)
-    syncer = Syncer(kb, tmp_path / "run", threading.RLock(), refresh=lambda paths: None)
-    syncer.set_url(str(remote))
-    syncer.run()
+    kb, remote, syncer = kb_with_remote(tmp_path)
     since = head_of(kb)
     (kb / "note").mkdir()
     secrets = {}
@@ -155,13 +151,7 @@ def test_the_secret_scan_reads_every_blob_with_one_git_process(tmp_path, monkeyp
         commit(kb, f"entry {i}")
         if token:
             secrets[i] = head_of(kb)
-    # every git process the round starts is logged by a shim in front of the real git
-    calls = tmp_path / "calls.log"
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    (shim / "git").write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {shutil.which("git")} "$@"\n')
-    (shim / "git").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{shim}:{__import__('os').environ['PATH']}")
+    calls = log_git_calls(tmp_path, monkeypatch)
     with pytest.raises(SecretFound) as caught:
         syncer.run()
     logged = calls.read_text().splitlines()
@@ -179,3 +169,57 @@ def test_the_secret_scan_reads_every_blob_with_one_git_process(tmp_path, monkeyp
         "rebase runs), then `memory-agent sync`"
     )
     assert "ghp_" not in git(remote, "log", "--all", "-p")
+
+
+def kb_with_remote(tmp_path):
+    """A KB and a bare remote on disk, joined by a first round of a real `Syncer`."""
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    kb = tmp_path / "kb"
+    KBRepo.init(kb)
+    syncer = Syncer(kb, tmp_path / "run", threading.RLock(), refresh=lambda paths: None)
+    syncer.set_url(str(remote))
+    syncer.run()
+    return kb, remote, syncer
+
+
+def log_git_calls(tmp_path, monkeypatch):
+    """Every git process started from here on is logged (a shim in front of the real git)."""
+    calls = tmp_path / "calls.log"
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "git").write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {shutil.which("git")} "$@"\n')
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    calls.touch()
+    return calls
+
+
+OLD = (
+    "---\nid: old\ntitle: Old\ntype: note\nstatus: superseded\nsuperseded_by: {}\nsuperseded_at: 2026-11-02T00:00:00Z\n"
+    "created: 2026-11-01T00:00:00Z\n---\nThe old text.\n"
+)
+
+
+def test_status_lists_forks_and_variants_without_a_git_grep_while_nothing_changed(
+    tmp_path, monkeypatch
+):
+    kb, _, syncer = kb_with_remote(tmp_path)
+    (kb / "note").mkdir()
+    (kb / "note" / "old.md").write_text(OLD.format("[new-a, new-b]"))
+    git(kb, "add", "note/old.md")
+    commit(kb, "a fork")
+    calls = log_git_calls(tmp_path, monkeypatch)
+    first = syncer.status()
+    assert first["forks"] == [{"id": "old", "successors": ["new-a", "new-b"]}]
+    for _ in range(3):
+        assert syncer.status()["forks"] == first["forks"]
+    assert sum(" grep " in f" {c} " for c in calls.read_text().splitlines()) == 1
+    # the KB changes (a commit: a round, a write, a person): the next status sees it
+    (kb / "note" / "old.md").write_text(OLD.format("[new-a]"))
+    git(kb, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qam", "resolved")
+    assert syncer.status()["forks"] == []
+    (kb / "variants").mkdir()
+    (kb / "variants" / "old.laptop.md").write_text("another text\n")
+    assert syncer.status()["variants"] == [{"variant": "variants/old.laptop.md", "path": "old"}]
+    assert sum(" grep " in f" {c} " for c in calls.read_text().splitlines()) == 3

@@ -53,6 +53,7 @@ SYNCED_REF = "refs/memory-agent/synced"  # the upstream commit the last round en
 RESCUE_REFS = "refs/memory-agent/rescue/"
 ROUNDS = 3  # a round restarted (a write meanwhile, a push refused) at most this often
 FETCH_TIMEOUT_S = 120.0
+PRE_EMBED_BATCH = 32  # incoming entries embedded per step (progress moves this often)
 
 
 _USERINFO = re.compile(r"(://[^/@:\s]*):[^/@\s]*@")
@@ -87,12 +88,19 @@ class Syncer:
         write_lock: Any,
         refresh: Callable[[list[Path]], Any],
         clock: Callable[[], float] = time.time,
+        pre_embed: Callable[[list[tuple[str, str]]], Any] | None = None,
+        pause: Callable[[str], None] | None = None,
     ):
         self.kb_dir = kb_dir
         self.run_dir = run_dir
         self.write_lock = write_lock
         self.refresh = refresh  # (paths) -> brings their documents in line (under write_lock)
         self.clock = clock
+        # (path, text) of incoming entries -> their chunks embedded into the embedding cache,
+        # with no lock held (`_prepare`); the move's refresh then finds them cached
+        self.pre_embed = pre_embed
+        self.progress: dict[str, Any] | None = None  # a round's pre-embedding, for `status`
+        self.pause = pause  # a test hook (the `fault` setting), called with "pause-sync-embed"
         self._waiting: tuple[Any, dict[str, Any]] | None = None  # (the KB's state, forks...)
 
     @property
@@ -148,6 +156,8 @@ class Syncer:
             "stopped": record.get("stopped"),
             **self.waiting(),
         }
+        if self.progress is not None:
+            out["progress"] = dict(self.progress)
         upstream = self._rev(f"refs/remotes/{REMOTE}/{out['branch']}")
         local = self._rev(f"refs/heads/{out['branch']}")
         if upstream and local:
@@ -379,7 +389,9 @@ class Syncer:
         self, branch: str, local: str, head: str, report: dict[str, Any], why: str
     ) -> str | None:
         """Move the branch and the files from `local` to `head` under the write lock; None
-        when the branch moved meanwhile (the round starts again)."""
+        when the branch moved meanwhile (the round starts again). The incoming entries are
+        embedded first, with no lock held: the lock covers the move and the index's switch."""
+        self._prepare(local, head)
         with self.write_lock:
             if self._rev(f"refs/heads/{branch}") != local:
                 return None
@@ -391,6 +403,30 @@ class Syncer:
             report.setdefault("moves", []).append(why)
             self.refresh([self.kb_dir / name for name in changed])  # exactly those files
         return head
+
+    def _prepare(self, local: str, head: str) -> None:
+        """Embed the entries `head` adds or changes since `local` (read from git: the files
+        are not in place yet) into the embedding cache, a batch at a time, with no lock held;
+        `progress` says how far it is (status shows it, `memory-agent sync` prints it)."""
+        if self.pre_embed is None:
+            return
+        listed = self.repo.git("diff", "--name-only", "--no-renames", "--diff-filter=AM", "-z",
+                               local, head, "--")  # fmt: skip
+        names = [n for n in listed.split("\0")
+                 if n.endswith(".md") and "/" in n and not n.startswith(f"{VARIANTS}/")]  # fmt: skip
+        if not names:
+            return
+        self.progress = {"phase": "embedding", "done": 0, "of": len(names)}
+        try:
+            for start in range(0, len(names), PRE_EMBED_BATCH):
+                batch = names[start : start + PRE_EMBED_BATCH]
+                texts = self._blobs([(head, n) for n in batch])
+                self.pre_embed([(n, t) for n, t in zip(batch, texts, strict=True) if t])
+                self.progress = {**self.progress, "done": start + len(batch)}
+                if self.pause is not None:
+                    self.pause("pause-sync-embed")
+        finally:
+            self.progress = None
 
     def _replay(self, local: str, upstream: str, report: dict[str, Any]) -> str:
         """This machine's commits since the shared base, replayed on upstream in a temporary

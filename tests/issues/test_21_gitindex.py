@@ -223,3 +223,55 @@ def test_status_lists_forks_and_variants_without_a_git_grep_while_nothing_change
     (kb / "variants" / "old.laptop.md").write_text("another text\n")
     assert syncer.status()["variants"] == [{"variant": "variants/old.laptop.md", "path": "old"}]
     assert sum(" grep " in f" {c} " for c in calls.read_text().splitlines()) == 3
+
+
+def test_a_sync_embeds_the_incoming_entries_before_it_takes_the_write_lock(pair):  # noqa: F811
+    import json
+    import sys
+
+    a, b, remote = shared_pair(pair)
+    a.sync()
+    b.sync()
+    # 40 entries arrive on the laptop in one commit (more than one batch of pre-embedding)
+    (a.kb / "note").mkdir(exist_ok=True)
+    for i in range(40):
+        (a.kb / "note" / f"pulled-{i}.md").write_text(
+            f"---\nid: pulled-{i}\ntitle: Pulled entry {i}\ntype: note\nstatus: active\n"
+            f"created: 2026-11-01T00:00:00Z\n---\nService {i} answers on port {9000 + i}.\n"
+        )
+    git(a.kb, "add", "note")
+    commit(a.kb, "forty entries")
+    a.sync()
+    # the desktop's round stops after its first batch of pre-embedding (the `fault` hook)
+    b.stop()
+    b.env["MEMORY_AGENT_FAULT"] = "pause-sync-embed"
+    paused = b.path / "run" / "fault-pause-sync-embed"
+    syncing = subprocess.Popen(
+        [sys.executable, "-m", "memory_agent", "sync", "--home", str(b.path), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=b.env,
+    )  # fmt: skip
+    try:
+        # the CLI prints the progress it reads from status while the round embeds
+        line = ""
+        while "embedding incoming entries 32/40" not in line:
+            line = syncing.stderr.readline()
+            assert line, "the sync ended without reporting any pre-embedding"
+        assert paused.exists() and syncing.poll() is None
+        _, status = b.cli("remote")
+        assert status["progress"] == {"phase": "embedding", "done": 32, "of": 40}
+        assert not (b.kb / "note" / "pulled-0.md").exists()  # the branch has not moved yet
+        # a write completes meanwhile: the round holds no lock while it embeds
+        written = b.add("Desktop during the sync", "Written while the sync was embedding.")
+        assert (b.kb / "note" / f"{written}.md").exists()
+    finally:
+        (b.path / "run" / "fault-continue").touch()
+        out, err = syncing.communicate(timeout=300)
+    assert syncing.returncode == 0, err
+    assert json.loads(out)["pulled"] >= 1
+    assert "pulled-39" in b.search("which port does service 39 answer on")
+    assert written in b.search("what was written while the sync was embedding")
+    _, status = b.cli("remote")
+    assert "progress" not in status
+    a.sync()
+    assert "pulled-7" in a.search("which port does service 7 answer on")
+    assert written in a.search("what was written while the sync was embedding")

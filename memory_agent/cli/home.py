@@ -351,8 +351,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
     worker.start()
     shown = None
     while worker.join(PROGRESS_EVERY_S) or worker.is_alive():
-        try:
-            progress = client.admin("remote", method="GET").get("progress")
+        try:  # a plain request: it never starts a daemon (the round's call does that)
+            _, _, data = client.request("GET", "/admin/remote", timeout=10.0)
+            progress = json.loads(data).get("progress")
         except Exception:  # noqa: BLE001 - progress is a courtesy; the round's reply decides
             continue
         if progress and progress != shown:

@@ -161,8 +161,10 @@ class Service:
                 continue  # the scan reports it after the move
             doc = Document(entry.id, entry.title, entry.body)
             texts += [c.text for c in chunk_document(doc, int(self.memory.cfg.max_chars))]
-        if texts:
+        try:
             self.memory.embedder.embed_documents(texts)
+        except Exception as exc:  # noqa: BLE001 - an optimisation: the refresh embeds anyway
+            log.warning("pre-embedding a sync's entries failed: %s", exc)
 
     # -- hooks: recall and the gate ---------------------------------------------------------
     def recall(

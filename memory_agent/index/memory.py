@@ -109,6 +109,7 @@ class Memory:
         self.write_lock = threading.RLock()  # writers only; reads never take it
         self._indexed: str | None = None  # INDEXED_REF, read once (`indexed_commit`)
         self._indexed_read = False
+        self._repo: Any = None  # the KB's `KBRepo`, made on first use (`_kb_repo`)
         self._graph_lock = threading.Lock()
 
     # -- setup ------------------------------------------------------------------------------
@@ -252,21 +253,25 @@ class Memory:
     # -- the KB commit the index reflects (ADR 0016) -----------------------------------------
     def kb_head(self) -> str | None:
         """The KB's HEAD commit (read from .git: no process), None without one."""
-        if not (self.kb_dir / ".git").exists():
-            return None
-        from memory_agent.kb.gitrepo import KBRepo
+        repo = self._kb_repo()
+        return repo.head() if repo is not None else None
 
-        return KBRepo(self.kb_dir).head()
+    def _kb_repo(self) -> Any:
+        if self._repo is None:
+            from memory_agent.kb.gitrepo import GitError, KBRepo
+
+            try:
+                self._repo = KBRepo(self.kb_dir)
+            except GitError:
+                return None  # no repository (yet)
+        return self._repo
 
     def indexed_commit(self) -> str | None:
         """The KB commit the index reflects (`refs/memory-agent/indexed`): every refresh
         records the HEAD it read before it looked at the files. None before the first."""
         if not self._indexed_read:
-            out = None
-            if (self.kb_dir / ".git").exists():
-                from memory_agent.kb.gitrepo import KBRepo
-
-                out = KBRepo(self.kb_dir).output("rev-parse", "-q", "--verify", INDEXED_REF)
+            repo = self._kb_repo()
+            out = repo.output("rev-parse", "-q", "--verify", INDEXED_REF) if repo else None
             self._indexed = (out or "").strip() or None
             self._indexed_read = True
         return self._indexed
@@ -281,10 +286,8 @@ class Memory:
             return []
         if recorded is None:
             return None
-        from memory_agent.kb.gitrepo import KBRepo
-
-        out = KBRepo(self.kb_dir).output("diff", "--name-only", "--no-renames", "-z",
-                                         recorded, head, "--")  # fmt: skip
+        out = self._kb_repo().output("diff", "--name-only", "--no-renames", "-z",
+                                     recorded, head, "--")  # fmt: skip
         if out is None:
             log.warning(
                 "the KB commit the index reflects, %s, is no longer in the KB's history (a "
@@ -297,10 +300,8 @@ class Memory:
     def _record_indexed(self, head: str | None) -> None:
         if head is None or head == self.indexed_commit():
             return
-        from memory_agent.kb.gitrepo import KBRepo
-
         # the ref also keeps the commit reachable, so the next diff can be taken from it
-        KBRepo(self.kb_dir).git("update-ref", INDEXED_REF, head, check=False)
+        self._kb_repo().git("update-ref", INDEXED_REF, head, check=False)
         self._indexed = head
 
     def _apply(self, changes: Changes) -> dict[str, Any]:

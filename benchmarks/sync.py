@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/sync.py [--entries 10000] [--changes 10] [--reps 7]
         [--interval 10] [--interval-reps 5] [--skip-default] [--default-reps 1]
-        [--seed 0] [--first-only] [--work DIR] [--json] [--tiny]
+        [--seed 0] [--first-only] [--write-during] [--work DIR] [--json] [--tiny]
 
 Machine A's KB gets `--entries` entries written as files and committed in one commit (the
 entries of `benchmarks/daemon.py`: a title sentence and 2-5 body sentences of SciFact and
@@ -17,7 +17,10 @@ LoCoMo, seeded), pushed with plain git to a bare repository. Then, through the r
    embeddings dominate; searches answer `not_ready` until that first index is built, and
    `memory-agent sync` waits for it - up to the CLI's 600 s). The embedding cache
    (`MEMORY_AGENT_CACHE`, default `<work>/cache`) is kept across runs: the vectors it gained
-   during the first sync say whether it was warm.
+   during the first sync say whether it was warm. `--write-during`: while B's `sync` runs, an
+   add on B (a CLI call), issued when B's `remote` status first shows the round's
+   pre-embedding `progress` (or 5 s after the sync started, on code without it), timed -
+   whether a write waits for the first sync's embedding.
 2. Incremental sync of `--changes` adds: per repetition, the adds on A (one `memory-agent
    proxy` session, untimed), `memory-agent sync` on A (the push, untimed), then
    `memory-agent sync` on B timed (its report must say it pulled them), a search on B that
@@ -60,6 +63,7 @@ from memory_agent.serve.session import ProxySession
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from daemon import Text, make_kb, pct  # noqa: E402 - the entries of benchmarks/daemon.py
 
+ROOT = Path(__file__).resolve().parents[1]
 ENTRY_WAIT_S = 3600.0  # the longest a phase waits for an entry to be found
 
 
@@ -79,6 +83,13 @@ class Machine:
             MEMORY_AGENT_IDLE_EXIT="0",
             MEMORY_AGENT_START_TIMEOUT="3600",
             MEMORY_AGENT_MACHINE=self.name,
+            # absolute: the CLIs run in `cwd`, where a relative `PYTHONPATH=.` would leave the
+            # daemons importing the installed package instead of this checkout
+            PYTHONPATH=os.pathsep.join(
+                str(Path(p).resolve())
+                for p in (os.environ.get("PYTHONPATH") or str(ROOT)).split(os.pathsep)
+                if p
+            ),
         )
         env.pop("MEMORY_AGENT_SYNC_INTERVAL", None)
         if self.interval is not None:
@@ -144,7 +155,28 @@ def add(s: ProxySession, title: str, body: str) -> str:
     return content["id"]
 
 
-def first_sync(a: Machine, b: Machine, remote: Path, entries: int, text: Text) -> dict:
+def write_during(b: Machine, started: float, syncing: threading.Thread) -> dict:
+    """An add on B while its first sync runs: when status shows the pre-embedding's progress
+    (or 5 s after the sync started). Its seconds, and whether the sync was still running."""
+    progress = None
+    while syncing.is_alive() and time.perf_counter() - started < 5.0:
+        _, status = b.cli("remote")
+        progress = status.get("progress")
+        if progress:
+            break
+        time.sleep(0.2)
+    if not syncing.is_alive():
+        return {"write_during_s": None, "write_progress": None, "write_while_syncing": False}
+    t = time.perf_counter()
+    b.cli("add", "--title", "Written during the first sync",
+          "--body", "This entry was written on the desktop while its first sync ran.")  # fmt: skip
+    return {"write_during_s": time.perf_counter() - t, "write_progress": progress,
+            "write_while_syncing": syncing.is_alive()}  # fmt: skip
+
+
+def first_sync(
+    a: Machine, b: Machine, remote: Path, entries: int, text: Text, during: bool = False
+) -> dict:
     """Phase 1: a fresh home B takes a remote of `entries` entries until it is searchable."""
     target = f"bench-{entries - 1:06d}"
     target_file = b.home / "kb" / "note" / f"{target}.md"
@@ -165,10 +197,22 @@ def first_sync(a: Machine, b: Machine, remote: Path, entries: int, text: Text) -
     t0 = time.perf_counter()
     watcher.start()
     set_s, _ = b.cli("remote", "set", str(remote))
-    try:
-        sync_s, report, sync_error = *b.cli("sync"), None
-    except RuntimeError as exc:  # e.g. the CLI's wait for the daemon ran out: go on searching
-        sync_s, report, sync_error = time.perf_counter() - t0 - set_s, {}, str(exc)[-300:]
+    result: dict = {}
+
+    def sync() -> None:
+        try:
+            result["sync_s"], result["report"] = b.cli("sync")
+        except RuntimeError as exc:  # e.g. the CLI's wait for the daemon ran out: go on
+            result["error"] = str(exc)[-300:]
+        result["end"] = time.perf_counter()
+
+    syncing = threading.Thread(target=sync)
+    started = time.perf_counter()
+    syncing.start()
+    wrote = write_during(b, started, syncing) if during else {}
+    syncing.join()
+    sync_s = result.get("sync_s", result["end"] - started)
+    report, sync_error = result.get("report", {}), result.get("error")
     tries = 0
     while True:
         tries += 1
@@ -194,6 +238,7 @@ def first_sync(a: Machine, b: Machine, remote: Path, entries: int, text: Text) -
         "pulled": report.get("pulled"),
         "joined": report.get("joined"),
         "vectors_computed": cached_vectors(b.cache) - vectors_before,
+        **wrote,
     }
 
 
@@ -304,6 +349,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--first-only", action="store_true", help="only the first sync")
     parser.add_argument("--tiny", action="store_true", help="50 entries, 2 reps, seconds")
+    parser.add_argument("--write-during", action="store_true",
+                        help="time an add on B while its first sync runs")  # fmt: skip
     args = parser.parse_args()
     if args.tiny:
         args.entries, args.changes, args.reps = 50, 2, 2
@@ -332,7 +379,8 @@ def main() -> None:
                         f"{branch}:refs/heads/{branch}"], check=True)  # fmt: skip
         Memory(config.load({"home": str(b.home)})).init(embedder="minilm", sync=False)
         phases = [
-            ("first sync", lambda: first_sync(a, b, remote, args.entries, text)),
+            ("first sync",
+             lambda: first_sync(a, b, remote, args.entries, text, args.write_during)),
             ("incremental", lambda: incremental(a, b, remote, args.changes, args.reps, text)),
             ("write->searchable",
              lambda: write_to_searchable(a, b, args.interval, args.interval_reps, text,
@@ -381,6 +429,10 @@ def report(rows: list[dict], real: bool, cache: Path) -> None:
             )
             if r["sync_error"]:
                 print(f"  `memory-agent sync` failed: {r['sync_error']}")
+            if "write_during_s" in r:
+                print(f"  an add on B during the sync: {r['write_during_s']} s (issued at "
+                      f"progress {r['write_progress']}; the sync still running when it "
+                      f"returned: {r['write_while_syncing']})")  # fmt: skip
         elif r["phase"] == "incremental":
             print(
                 f"incremental sync of {r['changes']} adds (`memory-agent sync` on the other "

@@ -116,6 +116,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"index {r['generation']} ({state}): {r['entries']} entries, {r['points']} points, "
             f"embedder {r['embedder']}"
         )
+        if r.get("indexed_commit"):
+            print(f"  the index reflects KB commit {r['indexed_commit'][:12]}")
         for s in r["sources"]:
             flags = ("writable" if s["writable"] else "read-only") + (
                 "" if s["available"] else ", UNAVAILABLE"
@@ -326,8 +328,41 @@ def print_remote(r: dict) -> None:
         )
 
 
+SYNC_WAIT_S = 6 * 3600.0  # a first sync of a large remote embeds for minutes; progress shows it
+PROGRESS_EVERY_S = 1.0
+
+
 def cmd_sync(args: argparse.Namespace) -> int:
-    reply = daemon_client(args).admin("remote-sync")
+    """One round now; while it embeds incoming entries, their count so far goes to stderr."""
+    import sys
+    import threading
+
+    client = daemon_client(args)
+    client.timeout = SYNC_WAIT_S
+    result: dict = {}
+
+    def round_() -> None:
+        try:
+            result["reply"] = client.admin("remote-sync")
+        except Exception as exc:  # noqa: BLE001 - raised again on the CLI's thread
+            result["error"] = exc
+
+    worker = threading.Thread(target=round_, name="sync", daemon=True)
+    worker.start()
+    shown = None
+    while worker.join(PROGRESS_EVERY_S) or worker.is_alive():
+        try:  # a plain request: it never starts a daemon (the round's call does that)
+            _, _, data = client.request("GET", "/admin/remote", timeout=10.0)
+            progress = json.loads(data).get("progress")
+        except Exception:  # noqa: BLE001 - progress is a courtesy; the round's reply decides
+            continue
+        if progress and progress != shown:
+            print(f"sync: embedding incoming entries {progress['done']}/{progress['of']}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            shown = progress
+    if "error" in result:
+        raise result["error"]
+    reply = result["reply"]
 
     def human(r: dict) -> None:
         print(f"synced {r['branch']}: pulled {r['pulled']}, pushed {r['pushed']}, replayed "

@@ -21,6 +21,7 @@ write is in flight (`refresh_for_read`); otherwise the write in flight applies t
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -50,6 +51,9 @@ from ragcore import (
 __all__ = ["DEMO_KB", "KB_SOURCE", "Memory", "SourceStatus"]
 
 RESCAN_EVERY_S = 1.0  # without a change signal, a resident memory rescans at most this often
+INDEXED_REF = "refs/memory-agent/indexed"  # the KB commit the index reflects (ADR 0016)
+
+log = logging.getLogger("memory_agent.memory")
 
 
 def pause_point(fault: str, name: str, run_dir: Path) -> None:
@@ -103,6 +107,9 @@ class Memory:
         self._keys: dict[str, set[str]] | None = None  # content key -> active KB entry ids
         self._graph: tuple[int, dict[str, list[tuple[str, str]]]] | None = None
         self.write_lock = threading.RLock()  # writers only; reads never take it
+        self._indexed: str | None = None  # INDEXED_REF, read once (`indexed_commit`)
+        self._indexed_read = False
+        self._repo: Any = None  # the KB's `KBRepo`, made on first use (`_kb_repo`)
         self._graph_lock = threading.Lock()
 
     # -- setup ------------------------------------------------------------------------------
@@ -159,6 +166,7 @@ class Memory:
             return
         with self.lock:
             self._keys = self._graph = None  # another process may have changed the index
+            self._indexed_read = False
             try:
                 yield self
             finally:
@@ -192,7 +200,13 @@ class Memory:
         with self.write_lock:
             if not self.index.exists():
                 return self._refresh(force=True)
-            return self._apply(self.scanner.paths_changed(paths, self.index.doc))
+            head = self.kb_head()
+            moved = self.kb_moved(head)  # the files since the recorded commit, too
+            if moved is None:
+                return self._refresh(force=True)  # a full scan
+            report = self._apply(self.scanner.paths_changed([*paths, *moved], self.index.doc))
+            self._record_indexed(head)
+            return report
 
     def refresh_for_read(self) -> dict[str, Any] | None:
         """A refresh before a read, unless a write is in flight (then None: the read answers from
@@ -209,12 +223,17 @@ class Memory:
 
     def _refresh(self, *, force: bool = False) -> dict[str, Any]:
         index = self.index
+        head = self.kb_head()  # before the files are read: a move after it is seen next time
         if not index.exists():
             changes = self.scanner.full(lambda _: None, lambda: (), self.scanner.current_corpora())
             report = index.build(changes.upserts)
             self.last_refresh = _now_iso()
             self._keys = None
+            self._record_indexed(head)
             return {"built": report.generation, "documents": report.documents}
+        moved = self.kb_moved(head)  # what git moved since the recorded commit (None: unknown)
+        if moved is None:
+            self.scanner.request_full()
         if (
             self.resident
             and not force
@@ -222,9 +241,68 @@ class Memory:
             and time.monotonic() - self.scanner.last_full < RESCAN_EVERY_S
             and not self.scanner.wants_full()
         ):
-            return {"added": [], "updated": [], "removed": []}
-        changes = self.scanner.changes(index.doc, index.docs)
-        return self._apply(changes)
+            if not moved:
+                return {"added": [], "updated": [], "removed": []}
+            changes = self.scanner.paths_changed(moved, index.doc)  # exactly git's files
+        else:
+            changes = self.scanner.changes(index.doc, index.docs, also=moved or ())
+        report = self._apply(changes)
+        self._record_indexed(head)
+        return report
+
+    # -- the KB commit the index reflects (ADR 0016) -----------------------------------------
+    def kb_head(self) -> str | None:
+        """The KB's HEAD commit (read from .git: no process), None without one."""
+        repo = self._kb_repo()
+        return repo.head() if repo is not None else None
+
+    def _kb_repo(self) -> Any:
+        if self._repo is None:
+            from memory_agent.kb.gitrepo import GitError, KBRepo
+
+            try:
+                self._repo = KBRepo(self.kb_dir)
+            except GitError:
+                return None  # no repository (yet)
+        return self._repo
+
+    def indexed_commit(self) -> str | None:
+        """The KB commit the index reflects (`refs/memory-agent/indexed`): every refresh
+        records the HEAD it read before it looked at the files. None before the first."""
+        if not self._indexed_read:
+            repo = self._kb_repo()
+            out = repo.output("rev-parse", "-q", "--verify", INDEXED_REF) if repo else None
+            self._indexed = (out or "").strip() or None
+            self._indexed_read = True
+        return self._indexed
+
+    def kb_moved(self, head: str | None = None) -> list[Path] | None:
+        """The KB files git changed between the recorded commit and HEAD (a pull, a reset, a
+        sync's move, a write): [] when HEAD is that commit; None when there is no record yet or
+        the recorded commit is no longer in the KB (then a full scan, logged)."""
+        head = self.kb_head() if head is None else head
+        recorded = self.indexed_commit()
+        if head is None or recorded == head:
+            return []
+        if recorded is None:
+            return None
+        out = self._kb_repo().output("diff", "--name-only", "--no-renames", "-z",
+                                     recorded, head, "--")  # fmt: skip
+        if out is None:
+            log.warning(
+                "the KB commit the index reflects, %s, is no longer in the KB's history (a "
+                "gc after a reset?): a full scan of the files instead", recorded[:12],
+            )  # fmt: skip
+            self._indexed = None  # said once; the full scan records HEAD anew
+            return None
+        return [self.kb_dir / name for name in out.split("\0") if name]
+
+    def _record_indexed(self, head: str | None) -> None:
+        if head is None or head == self.indexed_commit():
+            return
+        # the ref also keeps the commit reachable, so the next diff can be taken from it
+        self._kb_repo().git("update-ref", INDEXED_REF, head, check=False)
+        self._indexed = head
 
     def _apply(self, changes: Changes) -> dict[str, Any]:
         index = self.index
@@ -345,6 +423,7 @@ class Memory:
                     "sources": [s.as_json() for s in self.scanner.sources({}).values()],
                     "pending": self.pending_writes(),
                     "last_refresh": self.last_refresh,
+                    "indexed_commit": self.indexed_commit(),
                     "problems": [problem],
                 }
             return {
@@ -357,6 +436,7 @@ class Memory:
                 "sources": [s.as_json() for s in self.sources(snap).values()],
                 "pending": self.pending_writes(),
                 "last_refresh": self.last_refresh,
+                "indexed_commit": self.indexed_commit(),
                 "problems": check.problems,
             }
 

@@ -187,10 +187,12 @@ class Scanner:
             self._path_changed(path, corpora, known, out)
         return out
 
-    def changes(self, known: Known, indexed: Callable[[], Iterable[DocInfo]]) -> Changes:
+    def changes(
+        self, known: Known, indexed: Callable[[], Iterable[DocInfo]], also: Iterable[Path] = ()
+    ) -> Changes:
         """What to change in the index. A full scan when there is no watcher, when the
         watcher asks for one, or when repos.json or a corpus root's availability changed;
-        else only the paths the watcher reported."""
+        else only the paths the watcher reported and those of `also` (the files git moved)."""
         corpora = self.current_corpora()
         for corpus in corpora:
             available = corpus.available
@@ -204,7 +206,7 @@ class Scanner:
         if self.watcher is None or self._needs_full:
             return self.full(known, indexed, corpora)
         out = Changes()
-        for path in sorted(events.paths) if events else ():
+        for path in sorted({*(events.paths if events else ()), *also}):
             self._path_changed(path, corpora, known, out)
         return out
 

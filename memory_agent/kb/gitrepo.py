@@ -282,9 +282,11 @@ class KBRepo:
             if not ref.startswith("ref: "):
                 return ref if _SHA.match(ref) else None
             name = ref[5:]
-            loose = git_dir / name
-            if loose.is_file():
-                sha = loose.read_text().strip()
+            try:  # read, not stat-then-read: a search reads HEAD at every refresh
+                sha = (git_dir / name).read_text().strip()
+            except (FileNotFoundError, NotADirectoryError):
+                sha = None  # a packed ref
+            if sha is not None:
                 return sha if _SHA.match(sha) else None
             for line in (git_dir / "packed-refs").read_text().splitlines():
                 parts = line.split()

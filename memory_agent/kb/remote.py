@@ -28,6 +28,7 @@ What a round did and what waits for a person (forks, variants, a stop) is kept i
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -52,6 +53,7 @@ SYNCED_REF = "refs/memory-agent/synced"  # the upstream commit the last round en
 RESCUE_REFS = "refs/memory-agent/rescue/"
 ROUNDS = 3  # a round restarted (a write meanwhile, a push refused) at most this often
 FETCH_TIMEOUT_S = 120.0
+PRE_EMBED_BATCH = 32  # incoming entries embedded per step (progress moves this often)
 
 
 _USERINFO = re.compile(r"(://[^/@:\s]*):[^/@\s]*@")
@@ -86,12 +88,20 @@ class Syncer:
         write_lock: Any,
         refresh: Callable[[list[Path]], Any],
         clock: Callable[[], float] = time.time,
+        pre_embed: Callable[[list[tuple[str, str]]], Any] | None = None,
+        pause: Callable[[str], None] | None = None,
     ):
         self.kb_dir = kb_dir
         self.run_dir = run_dir
         self.write_lock = write_lock
         self.refresh = refresh  # (paths) -> brings their documents in line (under write_lock)
         self.clock = clock
+        # (path, text) of incoming entries -> their chunks embedded into the embedding cache,
+        # with no lock held (`_prepare`); the move's refresh then finds them cached
+        self.pre_embed = pre_embed
+        self.progress: dict[str, Any] | None = None  # a round's pre-embedding, for `status`
+        self.pause = pause  # a test hook (the `fault` setting), called with "pause-sync-embed"
+        self._waiting: tuple[Any, dict[str, Any]] | None = None  # (the KB's state, forks...)
 
     @property
     def repo(self) -> KBRepo:
@@ -146,6 +156,8 @@ class Syncer:
             "stopped": record.get("stopped"),
             **self.waiting(),
         }
+        if self.progress is not None:
+            out["progress"] = dict(self.progress)
         upstream = self._rev(f"refs/remotes/{REMOTE}/{out['branch']}")
         local = self._rev(f"refs/heads/{out['branch']}")
         if upstream and local:
@@ -159,7 +171,18 @@ class Syncer:
 
     def waiting(self) -> dict[str, list[dict[str, Any]]]:
         """What a sync left for a person, read from the KB itself (so every machine sees it):
-        forks (an entry superseded by two successors) and variants (`kb/variants/`)."""
+        forks (an entry superseded by two successors) and variants (`kb/variants/`). Worked
+        out again only when the KB changed - its HEAD (a round, a write) or the variants
+        folder - not at every `status`: no git process while nothing changed."""
+        folder = self.kb_dir / VARIANTS
+        try:
+            seen = folder.stat().st_mtime_ns
+        except OSError:
+            seen = None
+        key = (self.repo.head(), seen)
+        cached = self._waiting
+        if cached is not None and cached[0] == key:
+            return copy.deepcopy(cached[1])
         forks = []
         found = self.repo.git("grep", "-l", "-E", "^superseded_by: \\[", "--", "*.md",
                               check=False)  # fmt: skip
@@ -171,12 +194,12 @@ class Syncer:
             successors = entry.extra.get("superseded_by")
             if isinstance(successors, list) and len(successors) > 1:
                 forks.append({"id": entry.id, "successors": [str(s) for s in successors]})
-        folder = self.kb_dir / VARIANTS
         variants = [
             {"variant": f"{VARIANTS}/{p.name}", "path": p.name.split(".")[0]}
             for p in sorted(folder.glob("*.md")) if p.is_file()
         ] if folder.is_dir() else []  # fmt: skip
-        return {"forks": forks, "variants": variants}
+        self._waiting = (key, {"forks": forks, "variants": variants})
+        return copy.deepcopy(self._waiting[1])
 
     # -- git helpers ------------------------------------------------------------------------
     def _rev(self, ref: str) -> str | None:
@@ -237,24 +260,33 @@ class Syncer:
         )
 
     def _check_secrets(self, since: str | None, head: str) -> None:
-        """Refuse to publish commits that hold a secret (capture's patterns)."""
+        """Refuse to publish commits that hold a secret (capture's patterns). The files each
+        commit adds or changes come from one `git log`, their text from one `git cat-file
+        --batch` (not a process per file: a first push may publish thousands)."""
         span = [head, "--not", since] if since else [head]
-        for commit in self.repo.git("rev-list", *span).split():
-            names = self.repo.git("diff-tree", "-r", "--root", "--no-commit-id", "--name-only",
-                                  "--diff-filter=AM", commit).split()  # fmt: skip
-            for name in names:
-                text = self.repo.git("show", f"{commit}:{name}", check=False)
-                if text and redact(text) != text:
-                    raise SecretFound(
-                        f"kb/{name} holds what looks like a secret (commit {commit[:12]}); "
-                        "nothing was pushed",
-                        "take it out of the unpushed commits (README 'Two machines and a "
-                        f"team', 'A secret in a commit'): `git -C {self.kb_dir} branch "
-                        f"rescue-secret HEAD`, then `git -C {self.kb_dir} rebase -i "
-                        f"{since[:12] if since else '--root'}` and edit commit "
-                        f"{commit[:12]} to remove it (writes wait while the rebase runs), "
-                        "then `memory-agent sync`",
-                    )
+        listed = self.repo.git("log", "-z", "--no-renames", "--no-show-signature",
+                               "--diff-filter=AM", "--name-only", "--format=commit %H",
+                               *span)  # fmt: skip
+        wanted: list[tuple[str, str]] = []
+        commit = ""
+        for token in listed.split("\0"):
+            token = token.lstrip("\n")
+            if token.startswith("commit ") and len(token) in (47, 71):
+                commit = token[7:]
+            elif token and commit:
+                wanted.append((commit, token))
+        for (commit, name), text in zip(wanted, self._blobs(wanted), strict=True):
+            if text and redact(text) != text:
+                raise SecretFound(
+                    f"kb/{name} holds what looks like a secret (commit {commit[:12]}); "
+                    "nothing was pushed",
+                    "take it out of the unpushed commits (README 'Two machines and a "
+                    f"team', 'A secret in a commit'): `git -C {self.kb_dir} branch "
+                    f"rescue-secret HEAD`, then `git -C {self.kb_dir} rebase -i "
+                    f"{since[:12] if since else '--root'}` and edit commit "
+                    f"{commit[:12]} to remove it (writes wait while the rebase runs), "
+                    "then `memory-agent sync`",
+                )
 
     # -- a round ------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -357,7 +389,9 @@ class Syncer:
         self, branch: str, local: str, head: str, report: dict[str, Any], why: str
     ) -> str | None:
         """Move the branch and the files from `local` to `head` under the write lock; None
-        when the branch moved meanwhile (the round starts again)."""
+        when the branch moved meanwhile (the round starts again). The incoming entries are
+        embedded first, with no lock held: the lock covers the move and the index's switch."""
+        self._prepare(local, head)
         with self.write_lock:
             if self._rev(f"refs/heads/{branch}") != local:
                 return None
@@ -369,6 +403,30 @@ class Syncer:
             report.setdefault("moves", []).append(why)
             self.refresh([self.kb_dir / name for name in changed])  # exactly those files
         return head
+
+    def _prepare(self, local: str, head: str) -> None:
+        """Embed the entries `head` adds or changes since `local` (read from git: the files
+        are not in place yet) into the embedding cache, a batch at a time, with no lock held;
+        `progress` says how far it is (status shows it, `memory-agent sync` prints it)."""
+        if self.pre_embed is None:
+            return
+        listed = self.repo.git("diff", "--name-only", "--no-renames", "--diff-filter=AM", "-z",
+                               local, head, "--")  # fmt: skip
+        names = [n for n in listed.split("\0")
+                 if n.endswith(".md") and "/" in n and not n.startswith(f"{VARIANTS}/")]  # fmt: skip
+        if not names:
+            return
+        self.progress = {"phase": "embedding", "done": 0, "of": len(names)}
+        try:
+            for start in range(0, len(names), PRE_EMBED_BATCH):
+                batch = names[start : start + PRE_EMBED_BATCH]
+                texts = self._blobs([(head, n) for n in batch])
+                self.pre_embed([(n, t) for n, t in zip(batch, texts, strict=True) if t])
+                self.progress = {**self.progress, "done": start + len(batch)}
+                if self.pause is not None:
+                    self.pause("pause-sync-embed")
+        finally:
+            self.progress = None
 
     def _replay(self, local: str, upstream: str, report: dict[str, Any]) -> str:
         """This machine's commits since the shared base, replayed on upstream in a temporary
@@ -436,3 +494,30 @@ class Syncer:
 
     def _show(self, commit: str, name: str) -> str | None:
         return self.repo.output("show", f"{commit}:{name}")
+
+    def _blobs(self, wanted: list[tuple[str, str]]) -> list[str | None]:
+        """The text of each (commit, path), read by one `git cat-file --batch` (None: not a
+        blob there)."""
+        import subprocess
+
+        batch = [(c, n) for c, n in wanted if "\n" not in n]  # a newline would end the request
+        data = b""
+        if batch:
+            data = subprocess.run(
+                ["git", "-C", str(self.kb_dir), "cat-file", "--batch"],
+                input="".join(f"{c}:{n}\n" for c, n in batch).encode("utf-8"),
+                capture_output=True, check=True, timeout=FETCH_TIMEOUT_S,
+            ).stdout  # fmt: skip
+        texts: dict[tuple[str, str], str | None] = {}
+        pos = 0
+        for key in batch:
+            eol = data.index(b"\n", pos)
+            header, pos = data[pos:eol].split(), eol + 1
+            if len(header) == 3:  # "<sha> <type> <size>", then the content and a newline
+                size = int(header[2])
+                body = data[pos : pos + size]
+                pos += size + 1
+                texts[key] = body.decode("utf-8", "replace") if header[1] == b"blob" else None
+            else:  # "<name> missing"
+                texts[key] = None
+        return [texts[k] if k in texts else self._show(*k) for k in wanted]

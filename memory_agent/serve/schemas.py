@@ -200,6 +200,9 @@ class StatusReply(TypedDict):
     sources: list[SourceInfo]
     pending: Annotated[int, Field(description="Writes a killed process left unfinished.")]
     last_refresh: str | None
+    indexed_commit: NotRequired[
+        Annotated[str | None, Field(description="The KB commit the index reflects.")]
+    ]
     problems: NotRequired[list[str]]
     degraded: NotRequired[str]
 

@@ -29,7 +29,7 @@ from memory_agent import __version__, limits
 from memory_agent.capture import journal
 from memory_agent.capture.projects import ProjectCache
 from memory_agent.errors import Conflict, Invalid
-from memory_agent.index.memory import Memory
+from memory_agent.index.memory import Memory, pause_point
 from memory_agent.kb.gateway import Gateway
 from memory_agent.kb.remote import Syncer
 from memory_agent.kb.scopes import project_named
@@ -47,6 +47,7 @@ from ragcore import Document, chunk_document
 __all__ = ["Service"]
 
 log = logging.getLogger("memory_agent.service")
+WAIT_FOR_MOVED = 500  # a search waits for the model to index at most this many files git moved
 
 
 class Service:
@@ -89,6 +90,8 @@ class Service:
                 memory.write_lock,
                 refresh=memory.refresh_paths,
                 clock=memory.clock,
+                pre_embed=self.pre_embed_entries,
+                pause=lambda point: pause_point(str(memory.cfg.fault), point, memory.run_dir),
             ),
             float(memory.cfg.sync_interval),
         )
@@ -142,6 +145,26 @@ class Service:
             self.memory.embedder.embed_documents([c.text for c in chunks])
         except Exception as exc:  # noqa: BLE001 - an optimisation: the write embeds anyway
             log.debug("pre-embedding failed: %s", exc)
+
+    def pre_embed_entries(self, files: list[tuple[str, str]]) -> None:
+        """A sync's incoming entries ((path, text), read from git before the branch moves):
+        their chunks embedded into the embedding cache in one batch, with no lock held, so
+        the round holds the write lock only to move the files and switch the index."""
+        from memory_agent.kb.entries import ValidationError, parse_entry
+
+        self.model.wait()  # (a background round, too: the refresh after the move needs it)
+        texts = []
+        for name, text in files:
+            try:
+                entry = parse_entry(text, name)
+            except ValidationError:
+                continue  # the scan reports it after the move
+            doc = Document(entry.id, entry.title, entry.body)
+            texts += [c.text for c in chunk_document(doc, int(self.memory.cfg.max_chars))]
+        try:
+            self.memory.embedder.embed_documents(texts)
+        except Exception as exc:  # noqa: BLE001 - an optimisation: the refresh embeds anyway
+            log.warning("pre-embedding a sync's entries failed: %s", exc)
 
     # -- hooks: recall and the gate ---------------------------------------------------------
     def recall(
@@ -225,7 +248,12 @@ class Service:
         t = time.perf_counter()
         kwargs["project"] = self.project(where)
         if not self.model.loaded:
-            if not self.model.settled_within(0.05):
+            # The KB moved since the index was refreshed (a pull or a reset while the daemon was
+            # stopped): the lexical channel would answer from before it, so wait for the model
+            # and refresh those files first - unless there are too many to wait for.
+            moved = self.memory.kb_moved() if self.memory.index.exists() else []
+            lagging = moved is not None and 0 < len(moved) <= WAIT_FOR_MOVED
+            if not lagging and not self.model.settled_within(0.05):
                 found = run_search(self.memory, query, use_dense=False, **kwargs)
                 found.reply["degraded"] = (
                     "model loading: lexical channel only; files changed on "

@@ -24,6 +24,14 @@ HEADERS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def same_commits(monkeypatch):
+    """git's dates pinned: the two homes' KB commits are the same objects, so the status's
+    `indexed_commit` compares byte for byte too."""
+    monkeypatch.setenv("GIT_AUTHOR_DATE", "2026-11-30T09:00:00Z")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-11-30T09:00:00Z")
+
+
 @pytest.fixture
 def service(memory):
     service = Service(memory)

@@ -121,6 +121,29 @@ def test_a_fresh_home_takes_the_remote_history(pair):
     assert git(a.kb, "rev-parse", "HEAD") == git(b.kb, "rev-parse", "HEAD")
 
 
+def test_two_demo_homes_sync_and_hold_one_copy_of_each_demo_entry(tmp_path, shared_cache):
+    """`init --demo` on two machines: the demo KB holds nothing the secret scan refuses (its
+    DSN once carried a password and no demo home could push), and the same ids with the same
+    text are one entry each, never renamed twins."""
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    a = Home(tmp_path / "laptop", shared_cache, "laptop", demo=True)
+    b = Home(tmp_path / "desktop", shared_cache, "desktop", demo=True)
+    try:
+        demo = {k for k in a.files() if k.endswith(".md")}
+        a.cli("remote", "set", str(remote))
+        _, first = a.sync()
+        assert first["pushed"] >= 1
+        b.cli("remote", "set", str(remote))
+        b.sync()
+        a.sync()
+        same_and_clean(a, b)
+        assert {k for k in b.files() if k.endswith(".md")} == demo  # no twin, nothing lost
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_the_same_id_on_both_sides_is_kept_twice_and_links_follow(pair):
     a, b, remote = pair
     for home in (a, b):

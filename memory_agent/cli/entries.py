@@ -20,6 +20,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         force=args.force or None,
         links=links_arg(args),
         scope=args.scope,
+        kb=args.kb,
     )
     return emit(args, reply, print_write)
 

@@ -327,11 +327,29 @@ def print_remote(r: dict) -> None:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    reply = daemon_client(args).admin("remote-sync")
+    from urllib.parse import quote
+
+    kb = getattr(args, "kb", None)
+    reply = daemon_client(args).admin(
+        f"remote-sync?kb={quote(kb, safe='')}" if kb else "remote-sync"
+    )
 
     def human(r: dict) -> None:
-        print(f"synced {r['branch']}: pulled {r['pulled']}, pushed {r['pushed']}, replayed "
+        if "branch" in r:
+            one(r)
+        for other in r.get("kbs") or []:
+            if other.get("error"):
+                e = other["error"]
+                print(f"kb {other['kb']}: {e['code']}: {e['message']}")
+            else:
+                one(other)
+
+    def one(r: dict) -> None:
+        name = f"kb {r['kb']}: " if r.get("kb") not in (None, "personal") else ""
+        print(f"{name}synced {r['branch']}: pulled {r['pulled']}, pushed {r['pushed']}, replayed "
               f"{r['replayed']} commit(s){' (joined the remote history)' if r['joined'] else ''}")  # fmt: skip
+        if r.get("not_pushed"):
+            print(f"  {r['not_pushed']} local commit(s) not pushed: the KB was added read-only")
         for x in r.get("renamed") or []:
             print(f"  the same new id on both machines: this machine's {x['id']} is now "
                   f"{x['replayed_as']}")  # fmt: skip
@@ -341,3 +359,35 @@ def cmd_sync(args: argparse.Namespace) -> int:
             print(f"  variant kept: kb/{v['variant']} ({v['why']})")
 
     return emit(args, reply, human)
+
+
+def cmd_kb(args: argparse.Namespace) -> int:
+    """`memory-agent kb [list|add|remove]`: a thin shell over the daemon's /admin/kb routes."""
+    from urllib.parse import urlencode
+
+    from memory_agent.errors import Invalid
+
+    client = daemon_client(args)
+    if args.action == "list":
+        return emit(args, client.admin("kb", method="GET"), print_kbs)
+    if not args.name:
+        raise Invalid(f"kb {args.action}: no name", f"memory-agent kb {args.action} NAME ...")
+    if args.action == "remove":
+        reply = client.admin("kb-remove?" + urlencode({"name": args.name}))
+        return emit(args, reply, lambda r: print(
+            f"removed kb {r['kb']}" + (f"; its clone is kept at {r['moved_to']}" if r.get("moved_to") else "")
+        ))  # fmt: skip
+    if not args.url:
+        raise Invalid("kb add: no URL", "memory-agent kb add NAME URL (a path, ssh or https)")
+    query = {"name": args.name, "url": args.url, **({"read_only": "1"} if args.read_only else {})}
+    reply = client.admin("kb?" + urlencode(query))
+    return emit(args, reply, lambda r: print(
+        f"added kb {r['name']} ({'writable' if r['writable'] else 'read-only'}) from "
+        f"{r['remote']}: {r['entries']} entries, ids {r['name']}:<id>"
+    ))  # fmt: skip
+
+
+def print_kbs(r: dict) -> None:
+    for row in r.get("kbs") or []:
+        print(f"{row['name']:<12} {'writable' if row['writable'] else 'read-only':<9} "
+              f"{row['entries']:>5} entries  {row.get('remote') or 'no remote'}  {row['path']}")  # fmt: skip

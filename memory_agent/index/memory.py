@@ -30,6 +30,7 @@ from typing import Any
 from memory_agent import config as config_mod
 from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import Clock
+from memory_agent.errors import MemoryAgentError
 from memory_agent.files import FileLock
 from memory_agent.index.changes import Changes
 from memory_agent.index.corpora import Corpus, load_corpora
@@ -37,6 +38,7 @@ from memory_agent.index.links import link_graph
 from memory_agent.index.scanner import KB_SOURCE, Scanner, SourceStatus
 from memory_agent.kb.files import entry_file
 from memory_agent.kb.home import DEMO_KB, Home
+from memory_agent.kb.kbs import Registry, is_kb_source, split_id
 from ragcore import (
     CachedEmbedder,
     Document,
@@ -85,6 +87,7 @@ class Memory:
         self._given_embedder = embedder  # a model handed in (tests, experiments) wins over config
         self._embedder: CachedEmbedder | None = None
         self._index: Index | None = None
+        self.kbs = Registry(self.home)  # the personal KB and those added (`kb.kbs`)
         self.scanner = Scanner(
             self.home,
             self.kb_dir,
@@ -92,6 +95,7 @@ class Memory:
             lambda: self.repos_file,
             journal_dir=self.place.journal_dir,
             episodes_since=lambda: self.clock() - 86400.0 * float(self.cfg.journal_retention_days),
+            other_kbs=self.kbs.others,
         )
         self.last_refresh: str | None = None
         self.lock = FileLock(self.run_dir / "home.lock") if self.run_dir.is_dir() else None
@@ -132,11 +136,15 @@ class Memory:
             self._index = Index(
                 self.cfg.index_dir,
                 self.embedder,
-                writable_sources=[KB_SOURCE],
+                writable_sources=self.writable_sources(),
                 max_chars=int(self.cfg.max_chars),
                 qdrant_url=self.cfg.qdrant_url or None,
             )
         return self._index
+
+    def writable_sources(self) -> list[str]:
+        """The sources whose documents are writable: every KB but those added read-only."""
+        return [p.source for p in self.kbs.all() if p.writable]
 
     def current_generation(self) -> str | None:
         """The generation CURRENT names, read from disk (touches no model or store)."""
@@ -209,6 +217,7 @@ class Memory:
 
     def _refresh(self, *, force: bool = False) -> dict[str, Any]:
         index = self.index
+        index.writable_sources = set(self.writable_sources())  # a KB added or removed
         if not index.exists():
             changes = self.scanner.full(lambda _: None, lambda: (), self.scanner.current_corpora())
             report = index.build(changes.upserts)
@@ -257,7 +266,7 @@ class Memory:
         if self._keys is None:
             self._keys = {}
             for info in self.index.docs():
-                if info.source == KB_SOURCE:
+                if is_kb_source(info.source):
                     self._remember_key(info.id, info.meta)
         for doc_id in sorted(self._keys.get(key, ())):
             if doc_id in exclude:
@@ -293,7 +302,7 @@ class Memory:
         self, include_readonly: bool = True, include_episodes: bool = False
     ) -> tuple[str, ...]:
         """The sources a search looks in: the KB, the project docs, the episodes."""
-        out = [KB_SOURCE]
+        out = [p.source for p in self.kbs.all()]
         if include_readonly:
             out += [c.label for c in self.scanner.current_corpora()]
         if include_episodes:
@@ -307,8 +316,14 @@ class Memory:
         return self.scanner.sources(counts)
 
     def find_path(self, entry_id: str) -> Path | None:
-        """The file of a KB entry (a regular file, never through a link), or None."""
-        return entry_file(self.kb_dir, entry_id)
+        """The file of a KB entry (a regular file, never through a link), or None. `team:x`
+        is entry x of the KB named team; a bare id is the personal KB's."""
+        name, local = split_id(entry_id)
+        try:
+            place = self.kbs.get(name)
+        except MemoryAgentError:  # an unknown KB (or an unreadable kbs.json) holds no entry
+            return None
+        return entry_file(place.dir, local)
 
     def pending_writes(self) -> int:
         folder = self.run_dir / "pending"

@@ -86,7 +86,9 @@ class Syncer:
         write_lock: Any,
         refresh: Callable[[list[Path]], Any],
         clock: Callable[[], float] = time.time,
+        push: bool = True,
     ):
+        self.push = push  # False: a KB added read-only only pulls (docs/adr/0017-team-kb.md)
         self.kb_dir = kb_dir
         self.run_dir = run_dir
         self.write_lock = write_lock
@@ -324,6 +326,11 @@ class Syncer:
                 if head is None:
                     continue
                 report["pulled"] += self._count(self._base(local, upstream), upstream)
+            if upstream != head and not self.push:
+                report["not_pushed"] = self._count(upstream, head)  # read-only: never pushed
+                if upstream is not None:
+                    self.repo.git("update-ref", SYNCED_REF, upstream)
+                return report
             if upstream != head:
                 self._check_secrets(upstream, head)
                 if not self._push(branch, head):

@@ -21,6 +21,7 @@ from memory_agent.errors import Invalid, NotFound, NotReady
 from memory_agent.kb import policy
 from memory_agent.kb.entries import ENTRY_TYPES, MAX_LINKS_READ, read_entry
 from memory_agent.kb.files import read_kb_entry
+from memory_agent.kb.kbs import KbPlace, kb_of_source, split_id
 from memory_agent.kb.scopes import search_scopes
 from memory_agent.recall.ranking import Edge, Ranked, _ts, rerank
 from ragcore import (
@@ -230,6 +231,7 @@ def rank(
             "score": round(r.score, 4),
             "snippet": r.snippet,
             "source": p.get("source"),
+            "kb": kb_of_source(p.get("source")),
             "writable": bool(p.get("writable")),
             "scope": str(p.get("scope") or "global"),
         }
@@ -352,19 +354,20 @@ def history(memory: Memory, entry_id: str) -> dict[str, Any]:
     limits.check_text("id", entry_id, limits.MAX_ID, required=True, one_line=True)
     if memory.find_path(entry_id) is None:
         raise NotFound(f"no entry with id {entry_id!r}")
+    place = memory.kbs.get(split_id(entry_id)[0])  # the chain stays in the KB it names
     paths: dict[str, Path | None] = {}
 
     def path_of(eid: str) -> Path | None:  # a file per step, never a walk of the whole KB
         if eid not in paths:
-            paths[eid] = memory.find_path(eid) if isinstance(eid, str) else None
+            paths[eid] = memory.find_path(place.qualify(eid)) if isinstance(eid, str) else None
         return paths[eid]
 
     def load(eid: str):
         path = path_of(eid)
         return read_entry(path) if path is not None else None
 
-    first = load(entry_id)
-    seen = {entry_id}
+    first = load(place.local(entry_id))
+    seen = {place.local(entry_id)}
     while first is not None and first.extra.get("supersedes"):
         prev = next(
             (p for p in first.extra["supersedes"] if p not in seen and path_of(p) is not None),
@@ -378,30 +381,42 @@ def history(memory: Memory, entry_id: str) -> dict[str, Any]:
     while current is not None and current.id not in visited:
         visited.add(current.id)
         step = {
-            "id": current.id,
+            "id": place.qualify(current.id),
             "title": current.title,
             "type": current.type,
             "status": current.status,
             "created": current.created,
         }
-        for key in ("superseded_by", "superseded_at", "archived_at", "archive_reason"):
+        for key in ("superseded_at", "archived_at", "archive_reason"):
             if key in current.extra:
                 step[key] = current.extra[key]
         successors = current.extra.get("superseded_by")
+        if "superseded_by" in current.extra:
+            step["superseded_by"] = _qualified(place, successors)
         successors = (
             successors if isinstance(successors, list) else [successors] if successors else []
         )
         if current.status == "superseded":
-            step["reason"] = f"superseded by {', '.join(map(str, successors))}" + (
-                " (a fork: two machines superseded it; supersede one successor with the other)"
-                if len(successors) > 1
-                else ""
+            step["reason"] = (
+                f"superseded by {', '.join(place.qualify(str(s)) for s in successors)}"
+                + (
+                    " (a fork: two machines superseded it; supersede one successor with the other)"
+                    if len(successors) > 1
+                    else ""
+                )
             )
         elif current.status == "archived":
             step["reason"] = current.extra.get("archive_reason")
         chain.append(step)
         current = load(successors[0]) if successors else None  # a fork: the first successor
     return {"id": entry_id, "chain": chain}
+
+
+def _qualified(place: KbPlace, ids: Any) -> Any:
+    """Ids as the files of `place` hold them (one, a list, or None), as the tools name them."""
+    if isinstance(ids, list):
+        return [place.qualify(str(i)) for i in ids]
+    return place.qualify(str(ids)) if ids else ids
 
 
 def _episode(memory: Memory, entry_id: str) -> dict[str, Any]:
@@ -447,23 +462,26 @@ def get(memory: Memory, entry_id: str) -> dict[str, Any]:
     path: Path | None = memory.find_path(entry_id) if "/" not in entry_id else None
     if path is not None:
         entry = read_kb_entry(path)  # the scans' rule: a misplaced file is not an entry
+        place = memory.kbs.get(split_id(entry_id)[0])
+        links = {
+            **{k: list(v) for k, v in (entry.extra.get("links") or {}).items()},
+            **({"wikilink": wikilinks(entry.body)} if wikilinks(entry.body) else {}),
+        }
         return {
-            "id": entry.id,
+            "id": place.qualify(entry.id),
+            "kb": place.name,
             "title": entry.title,
             "type": entry.type,
             "status": entry.status,
             "tags": entry.tags,
             "body": entry.body,
             "path": str(path),
-            "writable": True,
-            "supersedes": entry.extra.get("supersedes", []),
-            "superseded_by": entry.extra.get("superseded_by"),
+            "writable": place.writable,
+            "supersedes": _qualified(place, entry.extra.get("supersedes", [])),
+            "superseded_by": _qualified(place, entry.extra.get("superseded_by")),
             "created": entry.created,
             "scope": entry.scope,
-            "links": {
-                **{k: list(v) for k, v in (entry.extra.get("links") or {}).items()},
-                **({"wikilink": wikilinks(entry.body)} if wikilinks(entry.body) else {}),
-            },
+            "links": {k: _qualified(place, v) for k, v in links.items()},
             **{
                 k: entry.extra[k]
                 for k in ("superseded_at", "archived_at", "archive_reason")

@@ -28,10 +28,12 @@ from typing import Any
 from memory_agent import __version__, limits
 from memory_agent.capture import journal
 from memory_agent.capture.projects import ProjectCache
-from memory_agent.errors import Conflict, Invalid
+from memory_agent.errors import Conflict, Invalid, MemoryAgentError, describe
 from memory_agent.index.memory import Memory
+from memory_agent.kb import clones
 from memory_agent.kb.gateway import Gateway
-from memory_agent.kb.remote import Syncer
+from memory_agent.kb.kbs import KbPlace, split_id
+from memory_agent.kb.remote import Syncer, shown
 from memory_agent.kb.scopes import project_named
 from memory_agent.recall import injection as recall_mod
 from memory_agent.recall import reads
@@ -40,7 +42,7 @@ from memory_agent.recall.reads import run_search
 from memory_agent.serve import browse
 from memory_agent.serve.gate_runs import GateRuns
 from memory_agent.serve.model import ModelLoader
-from memory_agent.serve.remote_runs import RemoteRuns
+from memory_agent.serve.remote_runs import KbRemotes, RemoteRuns
 from memory_agent.serve.usage import Usage
 from ragcore import Document, chunk_document
 
@@ -82,16 +84,28 @@ class Service:
         self.started = time.time()
         self.last_used = time.monotonic()
         self.projects = ProjectCache()  # a call's folder -> its project, asked of git
-        self.remote = RemoteRuns(
-            Syncer(
-                memory.kb_dir,
-                memory.run_dir,
-                memory.write_lock,
-                refresh=memory.refresh_paths,
-                clock=memory.clock,
-            ),
-            float(memory.cfg.sync_interval),
+        self._gateways: dict[KbPlace, Gateway] = {self.gateway.place: self.gateway}
+        self.remote = KbRemotes(self._remote_runs, memory.kbs.all)  # each KB's rounds
+
+    def _remote_runs(self, place: KbPlace) -> RemoteRuns:
+        syncer = Syncer(
+            place.dir,
+            place.run_dir or self.memory.run_dir,
+            self.memory.write_lock,
+            refresh=self.memory.refresh_paths,
+            clock=self.memory.clock,
+            push=place.writable,
         )
+        return RemoteRuns(syncer, float(self.memory.cfg.sync_interval))
+
+    def gateway_for(self, name: str | None) -> Gateway:
+        """The gateway of the KB `name` (None: personal): `not_found` for an unknown KB,
+        `read_only` for one added read-only (`kb.kbs.Registry.writable`)."""
+        place = self.memory.kbs.writable(name)
+        gateway = self._gateways.get(place)
+        if gateway is None:
+            gateway = self._gateways[place] = Gateway(self.memory, place)
+        return gateway
 
     def project(self, where: str | None) -> str | None:
         """The identity of the project a call comes from: `where` is its folder (the proxy's
@@ -111,7 +125,10 @@ class Service:
             with self.lock, self.memory.session():
                 if not self.memory.index.exists():
                     self.memory.refresh()
-                done = self.gateway.recover()
+                done = []
+                for place in self.memory.kbs.all():  # every KB's writes a kill left
+                    if place.writable and place.dir.is_dir():
+                        done += self.gateway_for(place.name).recover()
             self.repair_error = None
             if done:
                 log.info(
@@ -288,7 +305,8 @@ class Service:
         with self.lock:
             reply = fn(*args, **kwargs)
         if kwargs.get("confirm", True):
-            self.remote.poke()  # pushed shortly after (a burst of writes, once)
+            owner = getattr(fn, "__self__", None)  # the KB written: its round, soon
+            self.remote.poke(name=owner.place.name if isinstance(owner, Gateway) else None)
         return reply
 
     # -- the remote ---------------------------------------------------------------------------
@@ -300,23 +318,106 @@ class Service:
         self.remote.poke(0.0)
         return reply
 
-    def remote_sync(self) -> dict[str, Any]:
-        """One round now (`memory-agent sync`): its report."""
+    def remote_sync(self, kb: str | None = None) -> dict[str, Any]:
+        """One round now (`memory-agent sync`): its report. `kb`: that KB alone; None: the
+        personal KB's report, and under `kbs` a round of every other KB with a remote (an
+        error in one is raised once all have run, naming the KB)."""
         self.touch()
         self.model.wait()  # the index refresh after a pull needs the model
-        return self.remote.run_now()
+        if kb:
+            place = self.memory.kbs.get(kb)
+            return {**self.remote.runs(place.name).run_now(), "kb": place.name}
+        reply: dict[str, Any] = {}
+        failed: MemoryAgentError | None = None
+        others = []
+        for place, runs in self.remote.all():
+            if place.personal:
+                if runs.syncer.url() is not None or len(self.remote.all()) == 1:
+                    reply = {**runs.run_now(), "kb": place.name}  # no remote: not_ready
+                continue
+            if runs.syncer.url() is None:
+                continue
+            try:
+                others.append({**runs.run_now(), "kb": place.name})
+            except MemoryAgentError as exc:
+                others.append({"kb": place.name, "error": describe(exc).as_json()})
+                if failed is None:
+                    exc.message = f"kb {place.name}: {exc.message}"
+                    failed = exc
+        if others:
+            reply["kbs"] = others
+        if failed is not None:
+            raise failed
+        return reply
 
     def remote_status(self) -> dict[str, Any]:
-        return self.remote.syncer.status()
+        reply = self.remote.syncer.status()
+        others = [
+            {"kb": place.name, **runs.syncer.status()}
+            for place, runs in self.remote.all()
+            if not place.personal
+        ]
+        return {**reply, "kbs": others} if others else reply
 
-    def add(self, where: str | None = None, **kwargs: Any) -> dict[str, Any]:
-        return self._write(self.gateway.add, project=self.project(where), **kwargs)
+    # -- the knowledge bases of the home ----------------------------------------------------
+    def kb_list(self) -> dict[str, Any]:
+        self.touch()
+        counts: dict[str, int] = {}
+        if self.memory.index.exists():
+            for info in self.memory.index.snapshot().docs():
+                counts[info.source] = counts.get(info.source, 0) + 1
+        rows = []
+        for place, runs in self.remote.all():
+            url = runs.syncer.url() if place.dir.is_dir() else None
+            rows.append({**place.as_json(), "entries": counts.get(place.source, 0),
+                         "remote": shown(url) if url else None})  # fmt: skip
+        return {"kbs": rows}
+
+    def kb_add(self, name: Any, url: Any, writable: bool = True) -> dict[str, Any]:
+        """`memory-agent kb add NAME URL`: clone (no lock held), list it, index its entries,
+        and a first round of sync (an empty remote gets this home's first commit)."""
+        self.touch()
+        self.model.wait()
+        place = clones.add_kb(self.memory.kbs, name, url, writable)
+        with self.lock, self.memory.session():
+            self.memory.refresh(force=True)
+        runs = self.remote.runs(place.name)
+        synced = runs.run_now()  # pushes the first commit of an empty remote (if writable)
+        return {**place.as_json(), "remote": shown(runs.syncer.url()), "sync": synced,
+                **self.kb_entries(place)}  # fmt: skip
+
+    def kb_entries(self, place: KbPlace) -> dict[str, int]:
+        n = sum(1 for i in self.memory.index.snapshot().docs() if i.source == place.source)
+        return {"entries": n}
+
+    def kb_remove(self, name: Any) -> dict[str, Any]:
+        """`memory-agent kb remove NAME`: refused while it holds unpushed work; the clone is
+        moved aside, never deleted; its entries leave the index."""
+        self.touch()
+        with self.lock:
+            reply = clones.remove_kb(self.memory.kbs, name, self.memory.clock)
+            with self.memory.session():
+                self.memory.refresh(force=True)
+        self._gateways = {p: g for p, g in self._gateways.items() if p.name != name}
+        self.remote.all()  # stops its rounds
+        return reply
+
+    def add(self, where: str | None = None, kb: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        gateway = self.gateway_for(kb)
+        return self._write(gateway.add, project=self.project(where), **kwargs)
 
     def supersede(self, where: str | None = None, **kwargs: Any) -> dict[str, Any]:
-        return self._write(self.gateway.supersede, project=self.project(where), **kwargs)
+        gateway = self._gateway_of(kwargs.get("old_id"))
+        return self._write(gateway.supersede, project=self.project(where), **kwargs)
 
     def archive(self, **kwargs: Any) -> dict[str, Any]:
-        return self._write(self.gateway.archive, **kwargs)
+        return self._write(self._gateway_of(kwargs.get("entry_id")).archive, **kwargs)
+
+    def _gateway_of(self, entry_id: Any) -> Gateway:
+        """The gateway of the KB an id names (`team:x`; a bare id: personal)."""
+        if not isinstance(entry_id, str) or "/" in entry_id:
+            return self.gateway  # it refuses the id with the right error
+        return self.gateway_for(split_id(entry_id)[0])
 
     def import_entries(
         self, sections: Any, label: Any, scope: Any = None, where: Any = None, confirm: bool = False

@@ -186,6 +186,15 @@ def build_server(service: Service) -> MCPServer:
         force: ForceArg = False,
         links: LinksArg = None,
         scope: ScopeArg = None,
+        kb: Annotated[
+            str | None,
+            Field(
+                description="Which knowledge base to write to: personal (default) or one this "
+                "home added, such as team (`memory-agent kb list` names them). Ids of another "
+                "KB than personal read <kb>:<id>.",
+                max_length=32,
+            ),
+        ] = None,
         ctx: Context | None = None,
     ) -> schemas.AddReply:
         """Remember something new that a future session will need.
@@ -201,7 +210,7 @@ def build_server(service: Service) -> MCPServer:
         """
         return service.add(
             title=title, body=body, type=type, tags=tags or [], request_id=request_id,
-            force=force, links=links, scope=scope, where=where_of(ctx),
+            force=force, links=links, scope=scope, kb=kb, where=where_of(ctx),
         )  # fmt: skip
 
     @tool(

@@ -81,6 +81,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         explain=args.explain,
         as_of=args.as_of,
         scope=args.scope,
+        kb=args.kb,
     )
 
     def human(r: dict) -> None:
@@ -90,6 +91,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             print("no matches")
         for n, h in enumerate(r["hits"], start=1):
             ro = "" if h["writable"] else f" [read-only: {h['source']}]"
+            if h.get("kb") not in (None, "personal"):
+                ro += f" [kb {h['kb']}]"
             if h.get("scope", "global") != "global":
                 ro += f" [{h['scope']}]"
             if h.get("status") == "archived":

@@ -304,6 +304,13 @@ def cmd_remote(args: argparse.Namespace) -> int:
 
 
 def print_remote(r: dict) -> None:
+    print_one_remote(r)
+    for other in r.get("kbs") or []:  # the KBs added beside the personal one
+        print(f"kb {other['kb']}:", end=" ")
+        print_one_remote(other)
+
+
+def print_one_remote(r: dict) -> None:
     if not r.get("remote"):
         print("no remote: `memory-agent remote set URL` shares this KB through git")
         return

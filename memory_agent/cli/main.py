@@ -159,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--type", action="append", help=f"only this type ({TYPES_HELP}); repeatable")
     p.add_argument("--tag", action="append", help="only entries with this tag; repeatable")
     p.add_argument("--kb-only", action="store_true", help="leave out the read-only corpora")
+    p.add_argument("--kb", help="only this knowledge base (personal, or one `kb list` names)")
     p.add_argument(
         "--include-archived", action="store_true", help="include archived entries (marked)"
     )

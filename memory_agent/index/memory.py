@@ -326,8 +326,13 @@ class Memory:
         return entry_file(place.dir, local)
 
     def pending_writes(self) -> int:
-        folder = self.run_dir / "pending"
-        return len(list(folder.glob("*.json"))) if folder.is_dir() else 0
+        """Writes a killed process left unfinished, in every KB (each has its redo log)."""
+        folders = [self.run_dir / "pending"]
+        try:
+            folders += [p.run_dir / "pending" for p in self.kbs.others() if p.run_dir]
+        except MemoryAgentError:
+            pass  # an unreadable kbs.json: the status names it elsewhere
+        return sum(len(list(f.glob("*.json"))) for f in folders if f.is_dir())
 
     def status(self, sync: bool = True) -> dict[str, Any]:
         """The index's state. Never raises for a broken index: it reports it (with the fix)."""

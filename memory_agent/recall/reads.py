@@ -308,11 +308,13 @@ def run_search(
     use_dense: bool = True,
     scope: str | None = None,
     project: str | None = None,
+    kb: str | None = None,
 ) -> Found:
     """`as_of` ("YYYY-MM-DD") answers from the entries as they stood at the end of that day:
     created by then, and not yet superseded or archived then (the lifecycle is judged by its
     dates, not the status). `scope` (None: "project") and `project` (the session's project
-    identity, None outside one): which scopes it reads (`kb.scopes.search_scopes`)."""
+    identity, None outside one): which scopes it reads (`kb.scopes.search_scopes`). `kb`:
+    that KB alone (its source: the filter is pushed down like every other)."""
     cutoff = check_search(query, limit, types, tags, as_of)
     scopes = search_scopes(scope, project, memory.kb_dir)
     with memory.session():
@@ -328,6 +330,8 @@ def run_search(
         index = memory.index.snapshot()  # one state for the whole search; no lock
         doc_ids = standing_at(index, cutoff) if cutoff is not None else None
         sources = memory.search_sources(include_readonly, include_episodes)
+        if kb:
+            sources = (memory.kbs.get(kb).source,)  # `not_found` naming `kb list` if unknown
         flt = default_filter(types, tags, include_archived, doc_ids, sources, scopes)
         return rank(
             index,

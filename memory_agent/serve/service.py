@@ -443,7 +443,7 @@ class Service:
 
         reply = self._status()
         reply["clients"] = last_events(self.memory.home)  # each agent's last hook event
-        reply["remote"] = self.remote.syncer.status()
+        reply["remote"] = self.remote_status()  # every KB's (`kbs`: those added)
         return reply
 
     def _status(self) -> dict[str, Any]:

@@ -133,6 +133,15 @@ def build_server(service: Service) -> MCPServer:
                 max_length=limits.MAX_ID,
             ),
         ] = None,
+        kb: Annotated[
+            str | None,
+            Field(
+                description="Only this knowledge base: personal, or one this home added, such "
+                "as team (default: every KB, plus project docs and episodes as asked). Each "
+                "hit's `kb` names its KB.",
+                max_length=32,
+            ),
+        ] = None,
         ctx: Context | None = None,
     ) -> schemas.SearchReply:
         """Search the memory (knowledge base + read-only project docs) by meaning and keywords.
@@ -158,6 +167,7 @@ def build_server(service: Service) -> MCPServer:
             include_episodes=include_episodes,
             explain=explain,
             as_of=as_of,
+            kb=kb,
         )
 
     @tool("Read one entry", READ)

@@ -183,6 +183,7 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
                     include_archived=q.get("archived") == "1",
                     as_of=q.get("as_of") or None,
                     scope=q.get("scope") or "all",  # a person browsing sees every project
+                    kb=q.get("kb") or None,  # one KB (personal, team), or every KB
                     explain=True,
                 )
             )

@@ -81,9 +81,14 @@ def test_a_team_kb_is_shared_between_two_homes_without_a_rebuild(homes):
     b.sync()
     a.sync()
     assert a.hits("where are feature flags defined")[bid]["kb"] == "team"
+    assert bid not in a.hits("where are feature flags defined", "--kb", "personal")
+    assert a.error("search", "flags", "--kb", "nope")["code"] == "not_found"
     _, status = a.cli("remote")
     assert status["remote"] is None  # the personal KB has none ...
     assert status["kbs"][0]["kb"] == "team" and status["kbs"][0]["behind"] == 0  # ... the team has
+    _, full = a.cli("status")
+    assert full["remote"]["kbs"][0]["ahead"] == 0
+    assert {s["label"]: s["entries"] for s in full["sources"]}["kb:team"] == 2
 
 
 def test_one_id_in_two_kbs_is_two_entries_and_dedup_looks_across_kbs(homes):
@@ -265,3 +270,29 @@ def test_the_registry_refuses_a_malformed_file_with_the_fix(tmp_path):
     with pytest.raises(Exception) as caught:
         Registry(tmp_path).others()
     assert getattr(caught.value, "code", None) == "config" and "kb add" in caught.value.fix
+
+
+def test_the_browser_shows_and_filters_by_kb_and_a_team_entrys_history(homes, shared_cache):
+    from urllib.parse import quote
+
+    from tests.issues.test_12_ui import UI, request
+
+    a, _, remote = homes
+    a.cli("kb", "add", "team", str(remote))
+    tid = a.add_to("team", "Backups are tested monthly", "A restore from backup is tested monthly.")
+    a.add("Backups at home", "My NAS backs up to a USB disk every Sunday.")
+    ui = UI(a.path, shared_cache)
+    try:
+        cookie = {"Cookie": f"memory_agent_ui={ui.token}"}
+        _, _, page = request(ui.base + "/search?q=backup+restore&source=kb", headers=cookie)
+        assert "Backups are tested monthly" in page and "Backups at home" in page
+        assert "kb team" in page  # the team hit is marked with its KB
+        _, _, only = request(ui.base + "/search?q=backup+restore&source=kb&kb=team", headers=cookie)
+        assert "Backups are tested monthly" in only and "Backups at home" not in only
+        _, _, listing = request(ui.base + "/entries?source=kb:team", headers=cookie)
+        assert "Backups are tested monthly" in listing and "Backups at home" not in listing
+        status, _, entry = request(ui.base + f"/entry?id={quote(tid)}", headers=cookie)
+        assert status == 200 and "kb team" in entry
+        assert "memory: add backups-are-tested-monthly" in entry  # the team KB's git history
+    finally:
+        assert ui.stop() == 0

@@ -22,7 +22,7 @@ from typing import Any
 
 from memory_agent.errors import Conflict, GitError, Invalid
 from memory_agent.kb.gitrepo import KBRepo
-from memory_agent.kb.kbs import PERSONAL, KbPlace, Registry, check_name
+from memory_agent.kb.kbs import KbPlace, Registry, check_name
 from memory_agent.kb.remote import FETCH_TIMEOUT_S, REMOTE, shown
 
 __all__ = ["add_kb", "remove_kb", "unpushed"]
@@ -97,12 +97,12 @@ def unpushed(place: KbPlace) -> list[str]:
 
 def remove_kb(registry: Registry, name: Any, clock: Any = time.time) -> dict[str, Any]:
     """Take the KB `name` out of the home, keeping its clone aside; what was done."""
-    if name == PERSONAL:
+    place = registry.get(name) if isinstance(name, str) and name else registry.personal()
+    if place.personal:
         raise Invalid(
             "kb remove: the personal KB stays (it is the home's own)",
             "name a KB `memory-agent kb list` shows besides personal",
         )
-    place = registry.get(name)
     pending = place.run_dir / "pending" if place.run_dir is not None else None
     if pending is not None and pending.is_dir() and any(pending.glob("*.json")):
         raise Conflict(

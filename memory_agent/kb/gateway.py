@@ -212,6 +212,8 @@ class Gateway:
                 args["links"] = links
             if name != "global":
                 args["scope"] = name
+            if not self.place.personal:  # one request id is one call: in one KB
+                args["kb"] = self.place.name
             replay, request = self._begin(request_id, "memory_add", args)
             if replay is not None:
                 return replay

@@ -107,8 +107,7 @@ class Registry:
     def __init__(self, home: Path):
         self.home = home
         self.path = home / REGISTRY
-        self._stamp: tuple[int, int] | None = None
-        self._rows: list[dict[str, Any]] = []
+        self._read_as: tuple[tuple[int, int] | None, list[dict[str, Any]]] = (None, [])
 
     @property
     def clones(self) -> Path:
@@ -124,10 +123,10 @@ class Registry:
     def _read(self) -> list[dict[str, Any]]:
         stamp = self.stamp()
         if stamp is None:
-            self._stamp, self._rows = None, []
             return []
-        if stamp == self._stamp:
-            return self._rows
+        seen, rows = self._read_as  # one assignment: threads see a stamp with its rows
+        if stamp == seen:
+            return rows
         try:
             rows = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
@@ -140,7 +139,7 @@ class Registry:
             isinstance(r, dict) and isinstance(r.get("name"), str) for r in rows
         ):
             raise ConfigError(f"{self.path}: must be a list of {{name, writable}} objects")
-        self._stamp, self._rows = stamp, rows
+        self._read_as = (stamp, rows)
         return rows
 
     def place(self, row: dict[str, Any]) -> KbPlace:
@@ -190,7 +189,7 @@ class Registry:
         from ragcore import atomic_write
 
         atomic_write(self.path, json.dumps(rows, indent=1) + "\n")
-        self._stamp = None
+        self._read_as = (None, [])
 
     def add(self, name: str, writable: bool) -> None:
         rows = [r for r in self._read() if r["name"] != name]

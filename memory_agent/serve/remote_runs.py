@@ -58,6 +58,10 @@ class RemoteRuns:
         with self._round:
             return self.syncer.run()
 
+    def between_rounds(self) -> threading.Lock:
+        """Held: no round runs (`kb remove` moves the clone away meanwhile)."""
+        return self._round
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             self._wake.wait(max(0.0, self._due - time.monotonic()))

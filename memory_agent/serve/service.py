@@ -394,7 +394,13 @@ class Service:
         """`memory-agent kb remove NAME`: refused while it holds unpushed work; the clone is
         moved aside, never deleted; its entries leave the index."""
         self.touch()
-        with self.lock:
+        place = self.memory.kbs.get(name) if isinstance(name, str) and name else None
+        rounds = (
+            self.remote.runs(place.name).between_rounds()
+            if place is not None and not place.personal
+            else threading.Lock()
+        )
+        with rounds, self.lock:  # no round of its sync runs while the clone moves
             reply = clones.remove_kb(self.memory.kbs, name, self.memory.clock)
             with self.memory.session():
                 self.memory.refresh(force=True)

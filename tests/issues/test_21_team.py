@@ -8,7 +8,6 @@ import subprocess
 import numpy as np
 import pytest
 
-from memory_agent.kb.kbs import Registry
 from tests.issues.test_21_sync import Home
 from tests.memory_agent.helpers import git
 
@@ -266,6 +265,8 @@ def test_the_kb_filter_is_pushed_down_to_qdrant(tmp_path):
 
 
 def test_the_registry_refuses_a_malformed_file_with_the_fix(tmp_path):
+    from memory_agent.kb.kbs import Registry
+
     (tmp_path / "kbs.json").write_text("{not json")
     with pytest.raises(Exception) as caught:
         Registry(tmp_path).others()
@@ -296,3 +297,54 @@ def test_the_browser_shows_and_filters_by_kb_and_a_team_entrys_history(homes, sh
         assert "memory: add backups-are-tested-monthly" in entry  # the team KB's git history
     finally:
         assert ui.stop() == 0
+
+
+def test_the_daemons_own_rounds_carry_a_team_write_to_the_other_home(homes):
+    import time
+
+    from memory_agent.client import DaemonClient
+
+    a, b, remote = homes
+    a.cli("kb", "add", "team", str(remote))
+    b.cli("kb", "add", "team", str(remote))
+    for home in (a, b):
+        (home.path / "config.toml").write_text('embedder = "minilm"\nsync_interval = 1\n')
+        DaemonClient(home.path).stop(wait=True)  # the next daemon reads the interval
+    new = a.add_to("team", "The staging proxy port", "The staging proxy listens on port 8443.")
+    deadline = time.monotonic() + 90  # alice pushes 5 s after the write; bob pulls each second
+    while time.monotonic() < deadline and new not in b.hits("staging proxy port"):
+        time.sleep(1)
+    assert new in b.hits("which port does the staging proxy use")  # no `sync` was run
+    assert "memory: add the-staging-proxy-port" in git(remote, "log", "--format=%s", "main")
+
+
+def test_a_team_write_cut_by_a_crash_is_finished_in_the_team_kb(homes):
+    import sys
+
+    from memory_agent.client import DaemonClient
+    from tests.memory_agent.mcp_helpers import env_for
+
+    a, _, remote = homes
+    a.cli("kb", "add", "team", str(remote))
+    DaemonClient(a.path).stop(wait=True)  # the next one starts with the fault set
+    before = git(a.team, "rev-parse", "HEAD").strip()
+    personal = git(a.kb, "rev-parse", "HEAD").strip()
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory_agent", "add", "--kb", "team", "--title",
+         "Written as the daemon died", "--body", "The daemon died after writing this file.",
+         "--home", str(a.path), "--json"],
+        capture_output=True, text=True, timeout=300,
+        env=env_for(a.path, a.cache, MEMORY_AGENT_CLOCK="2026-11-30T09:00:00Z",
+                    MEMORY_AGENT_FAULT="after-write"),
+    )  # fmt: skip
+    assert proc.returncode == 2 and "stopped answering" in proc.stdout
+    assert git(a.team, "rev-parse", "HEAD").strip() == before  # written, not committed
+    pending = a.path / "run" / "kbs" / "team" / "pending"
+    assert len(list(pending.glob("*.json"))) == 1  # the team KB's own redo log
+    nxt = a.add_to("team", "Another team entry", "Written after the crash.")
+    assert not list(pending.glob("*.json"))
+    log = git(a.team, "log", "--format=%s", f"{before}..HEAD").split("\n")
+    assert log[:2] == [f"memory: add {nxt.split(':', 1)[1]}",
+                       "memory: add written-as-the-daemon-died (recovered)"]  # fmt: skip
+    assert git(a.kb, "rev-parse", "HEAD").strip() == personal  # nothing in the personal KB
+    assert "team:written-as-the-daemon-died" in a.hits("what did the daemon write as it died")

@@ -156,7 +156,11 @@ class Registry:
 
     def others(self) -> list[KbPlace]:
         """The KBs a person added, in the order they were added."""
-        return [self.place(r) for r in self._read() if NAME_RE.match(r["name"])]
+        return [
+            self.place(r)
+            for r in self._read()
+            if NAME_RE.match(r["name"]) and r["name"] not in RESERVED  # a hand edit's slip
+        ]
 
     def all(self) -> list[KbPlace]:
         return [self.personal(), *self.others()]

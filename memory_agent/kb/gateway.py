@@ -290,9 +290,11 @@ class Gateway:
                 self.memory.refresh(force=True)
             old_path, old = load_writable(self.memory, old_id)
             if old.status == "superseded":
+                later = old.extra.get("superseded_by")
+                later = ", ".join(self.place.qualify(str(x)) for x in
+                                  (later if isinstance(later, list) else [later]))  # fmt: skip
                 raise Conflict(
-                    f"{old_id} is already superseded by {old.extra.get('superseded_by')}",
-                    f"supersede {old.extra.get('superseded_by')} instead",
+                    f"{old_id} is already superseded by {later}", f"supersede {later} instead"
                 )
             if old.status == "archived":
                 raise Conflict(

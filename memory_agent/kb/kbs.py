@@ -192,7 +192,7 @@ class Registry:
     def save(self, rows: list[dict[str, Any]]) -> None:
         from ragcore import atomic_write
 
-        atomic_write(self.path, json.dumps(rows, indent=1) + "\n")
+        atomic_write(self.path, json.dumps(rows, indent=1) + "\n", mode=0o600)
         self._read_as = (None, [])
 
     def add(self, name: str, writable: bool) -> None:

@@ -217,7 +217,6 @@ class Memory:
 
     def _refresh(self, *, force: bool = False) -> dict[str, Any]:
         index = self.index
-        index.writable_sources = set(self.writable_sources())  # a KB added or removed
         if not index.exists():
             changes = self.scanner.full(lambda _: None, lambda: (), self.scanner.current_corpora())
             report = index.build(changes.upserts)
@@ -233,6 +232,8 @@ class Memory:
         ):
             return {"added": [], "updated": [], "removed": []}
         changes = self.scanner.changes(index.doc, index.docs)
+        if changes.full:  # a KB added or removed is seen by a full scan
+            index.writable_sources = set(self.writable_sources())
         return self._apply(changes)
 
     def _apply(self, changes: Changes) -> dict[str, Any]:
@@ -296,13 +297,14 @@ class Memory:
     def all_documents(self) -> list[Document]:
         """Every document on disk, read now (for a rebuild)."""
         corpora = self.scanner.current_corpora()
+        self.index.writable_sources = set(self.writable_sources())
         return self.scanner.full(lambda _: None, lambda: (), corpora).upserts
 
     def search_sources(
         self, include_readonly: bool = True, include_episodes: bool = False
     ) -> tuple[str, ...]:
         """The sources a search looks in: the KB, the project docs, the episodes."""
-        out = [p.source for p in self.kbs.all()]
+        out = [KB_SOURCE, *(p.source for p in self.scanner.kbs)]  # as the index holds them
         if include_readonly:
             out += [c.label for c in self.scanner.current_corpora()]
         if include_episodes:

@@ -124,6 +124,14 @@ class Scanner:
             self._needs_full = True
         return self._corpora
 
+    @property
+    def kbs(self) -> list[KbPlace]:
+        """The KBs beside the personal one as the last full scan saw them (what the index
+        holds). A KB added or removed is seen at the next full scan: `kb add` and `kb remove`
+        ask for one (`request_full`), as does the daemon's start; nothing stats kbs.json per
+        search."""
+        return list(self._kbs)
+
     def request_full(self) -> None:
         """Make the next `changes` a full scan (after a rebuild, whose new generation never saw
         the changes the watcher reported while it was being built)."""
@@ -135,8 +143,6 @@ class Scanner:
         for corpus in self.current_corpora():
             if self._available.get(corpus.label) != corpus.available:
                 self._needs_full = True
-        if self.other_kbs() != self._kbs:  # a KB added or removed (kbs.json)
-            self._needs_full = True
         return self._needs_full
 
     # -- reading one file -----------------------------------------------------------------
@@ -231,8 +237,6 @@ class Scanner:
             if self._available.get(corpus.label) != available:
                 self._needs_full = True
             self._available[corpus.label] = available
-        if self.other_kbs() != self._kbs:  # a KB added or removed (kbs.json)
-            self._needs_full = True
         events = self.watcher.drain() if self.watcher is not None else None
         if events is not None and events.rescan:
             log.info("full rescan: %s", events.rescan)

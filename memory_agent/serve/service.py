@@ -380,6 +380,7 @@ class Service:
         self.model.wait()
         place = clones.add_kb(self.memory.kbs, name, url, writable)
         with self.lock, self.memory.session():
+            self.memory.scanner.request_full()  # the scan that sees the new KB
             self.memory.refresh(force=True)
         runs = self.remote.runs(place.name)
         synced = runs.run_now()  # pushes the first commit of an empty remote (if writable)
@@ -403,6 +404,7 @@ class Service:
         with rounds, self.lock:  # no round of its sync runs while the clone moves
             reply = clones.remove_kb(self.memory.kbs, name, self.memory.clock)
             with self.memory.session():
+                self.memory.scanner.request_full()  # its entries leave the index
                 self.memory.refresh(force=True)
         self._gateways = {p: g for p, g in self._gateways.items() if p.name != name}
         self.remote.all()  # stops its rounds

@@ -41,6 +41,10 @@ class UIData:
         query = urllib.parse.urlencode({"offset": offset, "limit": limit, **filters})
         return self.client.admin(f"entries?{query}", method="GET")
 
+    def kbs(self) -> list[dict[str, Any]]:
+        """The KBs of the home (the add form's choice): personal first."""
+        return self.client.admin("kb", method="GET")["kbs"]
+
     def entry_context(self, entry_id: str) -> dict[str, Any]:
         return self.client.admin(f"entry?{urllib.parse.urlencode({'id': entry_id})}", "GET")
 

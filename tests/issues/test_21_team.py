@@ -2,6 +2,7 @@
 team KB on disk, real daemons (MiniLM), the real CLI as a subprocess, real git; the Qdrant
 tenant filter against qdrant-client's in-process engine."""
 
+import re
 import subprocess
 
 import pytest
@@ -286,7 +287,7 @@ def test_the_registry_refuses_a_malformed_file_with_the_fix(tmp_path):
 
 
 def test_the_browser_shows_and_filters_by_kb_and_a_team_entrys_history(homes, shared_cache):
-    from urllib.parse import quote
+    from urllib.parse import quote, urlencode
 
     from tests.issues.test_12_ui import UI, request
 
@@ -307,6 +308,18 @@ def test_the_browser_shows_and_filters_by_kb_and_a_team_entrys_history(homes, sh
         status, _, entry = request(ui.base + f"/entry?id={quote(tid)}", headers=cookie)
         assert status == 200 and "kb team" in entry
         assert "memory: add backups-are-tested-monthly" in entry  # the team KB's git history
+        # the add form picks the KB
+        _, _, form = request(ui.base + "/add", headers=cookie)
+        assert '<option value="personal"' in form and '<option value="team"' in form
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form).group(1)
+        post = {"csrf": csrf, "title": "Restores take an hour", "type": "fact", "kb": "team",
+                "body": "A full restore of the main database takes about an hour."}  # fmt: skip
+        status, _, done = request(ui.base + "/entry/add", method="POST",
+                                  data=urlencode(post).encode(), headers={**cookie,
+                                  "Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+        assert status == 200 and "Created" in done and "team:restores-take-an-hour" in done
+        assert (a.team / "fact" / "restores-take-an-hour.md").is_file()
+        assert not (a.kb / "fact" / "restores-take-an-hour.md").exists()
     finally:
         assert ui.stop() == 0
 

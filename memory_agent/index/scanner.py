@@ -31,7 +31,6 @@ from memory_agent.index.watch import Watcher, inotify_available
 from memory_agent.kb.entries import ENTRY_TYPES, ValidationError
 from memory_agent.kb.files import duplicate_problem, kb_claims, kb_files, read_kb_entry
 from memory_agent.kb.kbs import KB_SOURCE, KbPlace
-from memory_agent.kb.scopes import ScopeMap
 from ragcore import DocInfo, Document, DocumentError
 
 __all__ = ["KB_SOURCE", "Scanner", "SourceStatus"]
@@ -151,32 +150,8 @@ class Scanner:
         return dataclasses.replace(entry.to_document(str(path)), stamp=stamp)
 
     def _other_kb_loader(self, place: KbPlace):
-        """Loads an entry of another KB as the index holds it: id `<name>:<id>`, source
-        `kb:<name>`, its links and lifecycle ids qualified the same way, and its scope (a
-        name in that KB's own projects.yaml) as the project's identity, which every search
-        from that project reads (docs/adr/0017-team-kb.md)."""
-
-        def load(path: Path, stamp: str) -> Document:
-            doc = self._kb_doc(path, stamp)
-            meta = dict(doc.meta, kb=place.name)
-            for key in ("supersedes", "superseded_by"):
-                value = meta.get(key)
-                if isinstance(value, list):
-                    meta[key] = [place.qualify(str(v)) for v in value]
-                elif value:
-                    meta[key] = place.qualify(str(value))
-            if isinstance(meta.get("links"), dict):
-                meta["links"] = {
-                    k: [place.qualify(str(t)) for t in v] if isinstance(v, list) else v
-                    for k, v in meta["links"].items()
-                }
-            scope = meta.get("scope")
-            if scope and scope != "global":
-                meta["scope"] = ScopeMap.read(place.dir).identity_of(scope) or place.qualify(scope)
-            return Document(place.qualify(doc.id), doc.title, doc.body, meta, place.source,
-                            doc.path, stamp=doc.stamp)  # fmt: skip
-
-        return load
+        """Loads an entry of another KB as the index holds it (`KbPlace.indexed`)."""
+        return lambda path, stamp: place.indexed(self._kb_doc(path, stamp))
 
     def _load(self, path: Path, stamp: str, loader) -> Document | None:
         self._reads += 1

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_agent.errors import ConfigError, Invalid, NotFound, ReadOnly
+from ragcore import Document
 
 __all__ = [
     "KB_SOURCE",
@@ -79,13 +80,42 @@ class KbPlace:
         return KB_SOURCE if self.personal else f"{KB_SOURCE}:{self.name}"
 
     def qualify(self, entry_id: str) -> str:
-        """The id the tools and the index use for an entry of this KB."""
-        return entry_id if self.personal else f"{self.name}:{entry_id}"
+        """The id the tools and the index use for an entry of this KB (an id that names this
+        KB already is kept)."""
+        if self.personal or entry_id.startswith(f"{self.name}:"):
+            return entry_id
+        return f"{self.name}:{entry_id}"
 
     def local(self, entry_id: str) -> str:
         """The id inside this KB's files of a tool's id (which may name this KB)."""
         name, rest = split_id(entry_id)
         return rest if name == self.name else entry_id
+
+    def qualify_ids(self, ids: Any) -> Any:
+        """Ids as this KB's files hold them (one, a list, or None), as the tools name them."""
+        if isinstance(ids, list):
+            return [self.qualify(str(i)) for i in ids]
+        return self.qualify(str(ids)) if ids else ids
+
+    def indexed(self, doc: Document) -> Document:
+        """An entry of this (non-personal) KB as the index holds it: id `<name>:<id>`, source
+        `kb:<name>`, `supersedes`/`superseded_by` and typed links qualified the same way, and
+        its scope - a name in this KB's own projects.yaml - as the project's identity, which
+        every search from that project reads (docs/adr/0017-team-kb.md)."""
+        from memory_agent.kb.scopes import ScopeMap
+
+        meta = dict(doc.meta, kb=self.name)
+        for key in ("supersedes", "superseded_by"):
+            if meta.get(key):
+                meta[key] = self.qualify_ids(meta[key])
+        if isinstance(meta.get("links"), dict):
+            meta["links"] = {k: self.qualify_ids(v) if isinstance(v, list) else v
+                             for k, v in meta["links"].items()}  # fmt: skip
+        scope = meta.get("scope")
+        if scope and scope != "global":
+            meta["scope"] = ScopeMap.read(self.dir).identity_of(scope) or self.qualify(scope)
+        return Document(self.qualify(doc.id), doc.title, doc.body, meta, self.source, doc.path,
+                        stamp=doc.stamp)  # fmt: skip
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "path": str(self.dir), "writable": self.writable}

@@ -21,7 +21,7 @@ from memory_agent.errors import Invalid, NotFound, NotReady
 from memory_agent.kb import policy
 from memory_agent.kb.entries import ENTRY_TYPES, MAX_LINKS_READ, read_entry
 from memory_agent.kb.files import read_kb_entry
-from memory_agent.kb.kbs import KbPlace, kb_of_source, split_id
+from memory_agent.kb.kbs import kb_of_source, split_id
 from memory_agent.kb.scopes import search_scopes
 from memory_agent.recall.ranking import Edge, Ranked, _ts, rerank
 from ragcore import (
@@ -313,8 +313,7 @@ def run_search(
     """`as_of` ("YYYY-MM-DD") answers from the entries as they stood at the end of that day:
     created by then, and not yet superseded or archived then (the lifecycle is judged by its
     dates, not the status). `scope` (None: "project") and `project` (the session's project
-    identity, None outside one): which scopes it reads (`kb.scopes.search_scopes`). `kb`:
-    that KB alone (its source: the filter is pushed down like every other)."""
+    identity, None outside one): which scopes it reads (`kb.scopes.search_scopes`). `kb`: one."""
     cutoff = check_search(query, limit, types, tags, as_of)
     scopes = search_scopes(scope, project, memory.kb_dir)
     with memory.session():
@@ -330,8 +329,7 @@ def run_search(
         index = memory.index.snapshot()  # one state for the whole search; no lock
         doc_ids = standing_at(index, cutoff) if cutoff is not None else None
         sources = memory.search_sources(include_readonly, include_episodes)
-        if kb:
-            sources = (memory.kbs.get(kb).source,)  # `not_found` naming `kb list` if unknown
+        sources = (memory.kbs.get(kb).source,) if kb else sources  # pushed down as a source
         flt = default_filter(types, tags, include_archived, doc_ids, sources, scopes)
         return rank(
             index,
@@ -391,36 +389,23 @@ def history(memory: Memory, entry_id: str) -> dict[str, Any]:
             "status": current.status,
             "created": current.created,
         }
-        for key in ("superseded_at", "archived_at", "archive_reason"):
+        for key in ("superseded_by", "superseded_at", "archived_at", "archive_reason"):
             if key in current.extra:
                 step[key] = current.extra[key]
-        successors = current.extra.get("superseded_by")
-        if "superseded_by" in current.extra:
-            step["superseded_by"] = _qualified(place, successors)
-        successors = (
-            successors if isinstance(successors, list) else [successors] if successors else []
-        )
+        later = place.qualify_ids(step.get("superseded_by"))  # ids as the tools name them
+        successors = later if isinstance(later, list) else [later] if later else []
+        step.update({"superseded_by": later} if "superseded_by" in step else {})
         if current.status == "superseded":
-            step["reason"] = (
-                f"superseded by {', '.join(place.qualify(str(s)) for s in successors)}"
-                + (
-                    " (a fork: two machines superseded it; supersede one successor with the other)"
-                    if len(successors) > 1
-                    else ""
-                )
+            step["reason"] = f"superseded by {', '.join(map(str, successors))}" + (
+                " (a fork: two machines superseded it; supersede one successor with the other)"
+                if len(successors) > 1
+                else ""
             )
         elif current.status == "archived":
             step["reason"] = current.extra.get("archive_reason")
         chain.append(step)
         current = load(successors[0]) if successors else None  # a fork: the first successor
     return {"id": entry_id, "chain": chain}
-
-
-def _qualified(place: KbPlace, ids: Any) -> Any:
-    """Ids as the files of `place` hold them (one, a list, or None), as the tools name them."""
-    if isinstance(ids, list):
-        return [place.qualify(str(i)) for i in ids]
-    return place.qualify(str(ids)) if ids else ids
 
 
 def _episode(memory: Memory, entry_id: str) -> dict[str, Any]:
@@ -467,10 +452,7 @@ def get(memory: Memory, entry_id: str) -> dict[str, Any]:
     if path is not None:
         entry = read_kb_entry(path)  # the scans' rule: a misplaced file is not an entry
         place = memory.kbs.get(split_id(entry_id)[0])
-        links = {
-            **{k: list(v) for k, v in (entry.extra.get("links") or {}).items()},
-            **({"wikilink": wikilinks(entry.body)} if wikilinks(entry.body) else {}),
-        }
+        links = {**(entry.extra.get("links") or {}), "wikilink": wikilinks(entry.body)}
         return {
             "id": place.qualify(entry.id),
             "kb": place.name,
@@ -481,11 +463,11 @@ def get(memory: Memory, entry_id: str) -> dict[str, Any]:
             "body": entry.body,
             "path": str(path),
             "writable": place.writable,
-            "supersedes": _qualified(place, entry.extra.get("supersedes", [])),
-            "superseded_by": _qualified(place, entry.extra.get("superseded_by")),
+            "supersedes": place.qualify_ids(entry.extra.get("supersedes", [])),
+            "superseded_by": place.qualify_ids(entry.extra.get("superseded_by")),
             "created": entry.created,
             "scope": entry.scope,
-            "links": {k: _qualified(place, v) for k, v in links.items()},
+            "links": {k: place.qualify_ids(list(v)) for k, v in links.items() if v},
             **{
                 k: entry.extra[k]
                 for k in ("superseded_at", "archived_at", "archive_reason")

@@ -28,18 +28,17 @@ from typing import Any
 from memory_agent import __version__, limits
 from memory_agent.capture import journal
 from memory_agent.capture.projects import ProjectCache
-from memory_agent.errors import Conflict, Invalid, MemoryAgentError, describe
+from memory_agent.errors import Conflict, Invalid
 from memory_agent.index.memory import Memory
-from memory_agent.kb import clones
 from memory_agent.kb.gateway import Gateway
 from memory_agent.kb.kbs import KbPlace, split_id
-from memory_agent.kb.remote import Syncer, shown
+from memory_agent.kb.remote import Syncer
 from memory_agent.kb.scopes import project_named
 from memory_agent.recall import injection as recall_mod
 from memory_agent.recall import reads
 from memory_agent.recall.gc import plan
 from memory_agent.recall.reads import run_search
-from memory_agent.serve import browse
+from memory_agent.serve import browse, kb_admin
 from memory_agent.serve.gate_runs import GateRuns
 from memory_agent.serve.model import ModelLoader
 from memory_agent.serve.remote_runs import KbRemotes, RemoteRuns
@@ -319,95 +318,28 @@ class Service:
         return reply
 
     def remote_sync(self, kb: str | None = None) -> dict[str, Any]:
-        """One round now (`memory-agent sync`): its report. `kb`: that KB alone; None: the
-        personal KB's report, and under `kbs` a round of every other KB with a remote (an
-        error in one is raised once all have run, naming the KB)."""
+        """One round now (`memory-agent sync`; every KB, or `kb` alone): its report."""
         self.touch()
         self.model.wait()  # the index refresh after a pull needs the model
-        if kb:
-            place = self.memory.kbs.get(kb)
-            return {**self.remote.runs(place.name).run_now(), "kb": place.name}
-        reply: dict[str, Any] = {}
-        failed: MemoryAgentError | None = None
-        others = []
-        for place, runs in self.remote.all():
-            if place.personal:
-                if runs.syncer.url() is not None or len(self.remote.all()) == 1:
-                    reply = {**runs.run_now(), "kb": place.name}  # no remote: not_ready
-                continue
-            if runs.syncer.url() is None:
-                continue
-            try:
-                others.append({**runs.run_now(), "kb": place.name})
-            except MemoryAgentError as exc:
-                others.append({"kb": place.name, "error": describe(exc).as_json()})
-                if failed is None:
-                    exc.message = f"kb {place.name}: {exc.message}"
-                    failed = exc
-        if others:
-            reply["kbs"] = others
-        if failed is not None:
-            raise failed
-        return reply
+        return kb_admin.sync(self.memory, self.remote, kb)
 
     def remote_status(self) -> dict[str, Any]:
-        reply = self.remote.syncer.status()
-        others = [
-            {"kb": place.name, **runs.syncer.status()}
-            for place, runs in self.remote.all()
-            if not place.personal
-        ]
-        return {**reply, "kbs": others} if others else reply
+        return kb_admin.remote_status(self.remote)
 
-    # -- the knowledge bases of the home ----------------------------------------------------
+    # -- the knowledge bases of the home (`serve.kb_admin`) ---------------------------------
     def kb_list(self) -> dict[str, Any]:
         self.touch()
-        counts: dict[str, int] = {}
-        if self.memory.index.exists():
-            for info in self.memory.index.snapshot().docs():
-                counts[info.source] = counts.get(info.source, 0) + 1
-        rows = []
-        for place, runs in self.remote.all():
-            url = runs.syncer.url() if place.dir.is_dir() else None
-            rows.append({**place.as_json(), "entries": counts.get(place.source, 0),
-                         "remote": shown(url) if url else None})  # fmt: skip
-        return {"kbs": rows}
+        return kb_admin.listing(self.memory, self.remote)
 
     def kb_add(self, name: Any, url: Any, writable: bool = True) -> dict[str, Any]:
-        """`memory-agent kb add NAME URL`: clone (no lock held), list it, index its entries,
-        and a first round of sync (an empty remote gets this home's first commit)."""
         self.touch()
-        self.model.wait()
-        place = clones.add_kb(self.memory.kbs, name, url, writable)
-        with self.lock, self.memory.session():
-            self.memory.scanner.request_full()  # the scan that sees the new KB
-            self.memory.refresh(force=True)
-        runs = self.remote.runs(place.name)
-        synced = runs.run_now()  # pushes the first commit of an empty remote (if writable)
-        return {**place.as_json(), "remote": shown(runs.syncer.url()), "sync": synced,
-                **self.kb_entries(place)}  # fmt: skip
-
-    def kb_entries(self, place: KbPlace) -> dict[str, int]:
-        n = sum(1 for i in self.memory.index.snapshot().docs() if i.source == place.source)
-        return {"entries": n}
+        self.model.wait()  # its entries are indexed at once
+        return kb_admin.add(self.memory, self.remote, self.lock, name, url, writable)
 
     def kb_remove(self, name: Any) -> dict[str, Any]:
-        """`memory-agent kb remove NAME`: refused while it holds unpushed work; the clone is
-        moved aside, never deleted; its entries leave the index."""
         self.touch()
-        place = self.memory.kbs.get(name) if isinstance(name, str) and name else None
-        rounds = (
-            self.remote.runs(place.name).between_rounds()
-            if place is not None and not place.personal
-            else threading.Lock()
-        )
-        with rounds, self.lock:  # no round of its sync runs while the clone moves
-            reply = clones.remove_kb(self.memory.kbs, name, self.memory.clock)
-            with self.memory.session():
-                self.memory.scanner.request_full()  # its entries leave the index
-                self.memory.refresh(force=True)
+        reply = kb_admin.remove(self.memory, self.remote, self.lock, name)
         self._gateways = {p: g for p, g in self._gateways.items() if p.name != name}
-        self.remote.all()  # stops its rounds
         return reply
 
     def add(self, where: str | None = None, kb: str | None = None, **kwargs: Any) -> dict[str, Any]:

@@ -388,10 +388,15 @@ def cmd_kb(args: argparse.Namespace) -> int:
         raise Invalid("kb add: no URL", "memory-agent kb add NAME URL (a path, ssh or https)")
     query = {"name": args.name, "url": args.url, **({"read_only": "1"} if args.read_only else {})}
     reply = client.admin("kb?" + urlencode(query))
-    return emit(args, reply, lambda r: print(
-        f"added kb {r['name']} ({'writable' if r['writable'] else 'read-only'}) from "
-        f"{r['remote']}: {r['entries']} entries, ids {r['name']}:<id>"
-    ))  # fmt: skip
+
+    def human(r: dict) -> None:
+        print(f"added kb {r['name']} ({'writable' if r['writable'] else 'read-only'}) from "
+              f"{r['remote']}: {r['entries']} entries, ids {r['name']}:<id>")  # fmt: skip
+        if (r.get("sync") or {}).get("error"):
+            e = r["sync"]["error"]
+            print(f"  its first sync failed: {e['code']}: {e['message']}\n  fix: {e['fix']}")
+
+    return emit(args, reply, human)
 
 
 def print_kbs(r: dict) -> None:

@@ -304,7 +304,8 @@ class Memory:
         self, include_readonly: bool = True, include_episodes: bool = False
     ) -> tuple[str, ...]:
         """The sources a search looks in: the KB, the project docs, the episodes."""
-        out = [KB_SOURCE, *(p.source for p in self.scanner.kbs)]  # as the index holds them
+        kbs = self.scanner.kbs if self.scanner.last_full else self.kbs.others()  # no scan yet
+        out = [KB_SOURCE, *(p.source for p in kbs)]  # as the index holds them
         if include_readonly:
             out += [c.label for c in self.scanner.current_corpora()]
         if include_episodes:

@@ -83,7 +83,10 @@ def add(
         memory.scanner.request_full()  # the scan that sees the new KB
         memory.refresh(force=True)
     runs = remote.runs(place.name)
-    synced = runs.run_now()  # a read-only KB only pulls
+    try:
+        synced = runs.run_now()  # a read-only KB only pulls
+    except MemoryAgentError as exc:  # added all the same: `memory-agent sync` retries
+        synced = {"error": describe(exc).as_json()}
     return {**place.as_json(), "remote": shown(runs.syncer.url()), "sync": synced,
             "entries": _counts(memory).get(place.source, 0)}  # fmt: skip
 

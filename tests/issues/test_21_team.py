@@ -373,3 +373,39 @@ def test_a_team_write_cut_by_a_crash_is_finished_in_the_team_kb(homes):
                        "memory: add written-as-the-daemon-died (recovered)"]  # fmt: skip
     assert git(a.kb, "rev-parse", "HEAD").strip() == personal  # nothing in the personal KB
     assert "team:written-as-the-daemon-died" in a.hits("what did the daemon write as it died")
+
+
+def test_a_kb_whose_first_push_fails_is_added_and_says_why(homes, tmp_path):
+    a, _, _ = homes
+    locked = tmp_path / "locked.git"  # an empty remote that refuses every push
+    subprocess.run(["git", "init", "-q", "--bare", str(locked)], check=True)
+    hook = locked / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'pushes are closed' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    _, added = a.cli("kb", "add", "team", str(locked))
+    assert added["name"] == "team" and added["sync"]["error"]["code"] in ("conflict", "unavailable")
+    _, listed = a.cli("kb")
+    assert [k["name"] for k in listed["kbs"]] == ["personal", "team"]
+    tid = a.add_to("team", "Kept locally", "This entry waits here until pushes open again.")
+    assert tid in a.hits("which entry waits until pushes open")
+    assert a.error("kb", "remove", "team")["code"] == "conflict"  # its commits are not pushed
+
+
+def test_a_keyword_search_before_the_first_scan_covers_every_kb(homes):
+    """While the model loads, a daemon answers from the lexical channel without a scan: the
+    KBs it searches are then the registry's, not those of a scan that has not run yet."""
+    from memory_agent import config
+    from memory_agent.client import DaemonClient
+    from memory_agent.index.memory import Memory
+    from memory_agent.recall.reads import search
+
+    a, _, remote = homes
+    a.cli("kb", "add", "team", str(remote))
+    tid = a.add_to("team", "Grafana lives on port 3000", "The team's Grafana is on port 3000.")
+    DaemonClient(a.path).stop(wait=True)
+    memory = Memory(config.load({"home": str(a.path)}), resident=True)
+    try:
+        hits = search(memory, "grafana port", use_dense=False)["hits"]
+    finally:
+        memory.close()
+    assert [h["id"] for h in hits][:1] == [tid] and hits[0]["kb"] == "team"

@@ -84,6 +84,7 @@ class Service:
         self.last_used = time.monotonic()
         self.projects = ProjectCache()  # a call's folder -> its project, asked of git
         self._gateways: dict[KbPlace, Gateway] = {self.gateway.place: self.gateway}
+        self._gateways_lock = threading.Lock()
         self.remote = KbRemotes(self._remote_runs, memory.kbs.all)  # each KB's rounds
 
     def _remote_runs(self, place: KbPlace) -> RemoteRuns:
@@ -101,10 +102,11 @@ class Service:
         """The gateway of the KB `name` (None: personal): `not_found` for an unknown KB,
         `read_only` for one added read-only (`kb.kbs.Registry.writable`)."""
         place = self.memory.kbs.writable(name)
-        gateway = self._gateways.get(place)
-        if gateway is None:
-            gateway = self._gateways[place] = Gateway(self.memory, place)
-        return gateway
+        with self._gateways_lock:  # calls come from many threads; one gateway per KB
+            gateway = self._gateways.get(place)
+            if gateway is None:
+                gateway = self._gateways[place] = Gateway(self.memory, place)
+            return gateway
 
     def project(self, where: str | None) -> str | None:
         """The identity of the project a call comes from: `where` is its folder (the proxy's
@@ -339,7 +341,8 @@ class Service:
     def kb_remove(self, name: Any) -> dict[str, Any]:
         self.touch()
         reply = kb_admin.remove(self.memory, self.remote, self.lock, name)
-        self._gateways = {p: g for p, g in self._gateways.items() if p.name != name}
+        with self._gateways_lock:
+            self._gateways = {p: g for p, g in self._gateways.items() if p.name != name}
         return reply
 
     def add(self, where: str | None = None, kb: str | None = None, **kwargs: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         force=args.force or None,
         links=links_arg(args),
         scope=args.scope,
+        kb=args.kb,
     )
     return emit(args, reply, print_write)
 
@@ -80,6 +81,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         explain=args.explain,
         as_of=args.as_of,
         scope=args.scope,
+        kb=args.kb,
     )
 
     def human(r: dict) -> None:
@@ -89,6 +91,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             print("no matches")
         for n, h in enumerate(r["hits"], start=1):
             ro = "" if h["writable"] else f" [read-only: {h['source']}]"
+            if h.get("kb") not in (None, "personal"):
+                ro += f" [kb {h['kb']}]"
             if h.get("scope", "global") != "global":
                 ro += f" [{h['scope']}]"
             if h.get("status") == "archived":

@@ -306,6 +306,13 @@ def cmd_remote(args: argparse.Namespace) -> int:
 
 
 def print_remote(r: dict) -> None:
+    print_one_remote(r)
+    for other in r.get("kbs") or []:  # the KBs added beside the personal one
+        print(f"kb {other['kb']}:", end=" ")
+        print_one_remote(other)
+
+
+def print_one_remote(r: dict) -> None:
     if not r.get("remote"):
         print("no remote: `memory-agent remote set URL` shares this KB through git")
         return
@@ -336,14 +343,18 @@ def cmd_sync(args: argparse.Namespace) -> int:
     """One round now; while it embeds incoming entries, their count so far goes to stderr."""
     import sys
     import threading
+    from urllib.parse import quote
 
+    kb = getattr(args, "kb", None)
     client = daemon_client(args)
     client.timeout = SYNC_WAIT_S
     result: dict = {}
 
     def round_() -> None:
         try:
-            result["reply"] = client.admin("remote-sync")
+            result["reply"] = client.admin(
+                f"remote-sync?kb={quote(kb, safe='')}" if kb else "remote-sync"
+            )
         except Exception as exc:  # noqa: BLE001 - raised again on the CLI's thread
             result["error"] = exc
 
@@ -365,8 +376,21 @@ def cmd_sync(args: argparse.Namespace) -> int:
     reply = result["reply"]
 
     def human(r: dict) -> None:
-        print(f"synced {r['branch']}: pulled {r['pulled']}, pushed {r['pushed']}, replayed "
+        if "branch" in r:
+            one(r)
+        for other in r.get("kbs") or []:
+            if other.get("error"):
+                e = other["error"]
+                print(f"kb {other['kb']}: {e['code']}: {e['message']}")
+            else:
+                one(other)
+
+    def one(r: dict) -> None:
+        name = f"kb {r['kb']}: " if r.get("kb") not in (None, "personal") else ""
+        print(f"{name}synced {r['branch']}: pulled {r['pulled']}, pushed {r['pushed']}, replayed "
               f"{r['replayed']} commit(s){' (joined the remote history)' if r['joined'] else ''}")  # fmt: skip
+        if r.get("not_pushed"):
+            print(f"  {r['not_pushed']} local commit(s) not pushed: the KB was added read-only")
         for x in r.get("renamed") or []:
             print(f"  the same new id on both machines: this machine's {x['id']} is now "
                   f"{x['replayed_as']}")  # fmt: skip
@@ -376,3 +400,40 @@ def cmd_sync(args: argparse.Namespace) -> int:
             print(f"  variant kept: kb/{v['variant']} ({v['why']})")
 
     return emit(args, reply, human)
+
+
+def cmd_kb(args: argparse.Namespace) -> int:
+    """`memory-agent kb [list|add|remove]`: a thin shell over the daemon's /admin/kb routes."""
+    from urllib.parse import urlencode
+
+    from memory_agent.errors import Invalid
+
+    client = daemon_client(args)
+    if args.action == "list":
+        return emit(args, client.admin("kb", method="GET"), print_kbs)
+    if not args.name:
+        raise Invalid(f"kb {args.action}: no name", f"memory-agent kb {args.action} NAME ...")
+    if args.action == "remove":
+        reply = client.admin("kb-remove?" + urlencode({"name": args.name}))
+        return emit(args, reply, lambda r: print(
+            f"removed kb {r['kb']}" + (f"; its clone is kept at {r['moved_to']}" if r.get("moved_to") else "")
+        ))  # fmt: skip
+    if not args.url:
+        raise Invalid("kb add: no URL", "memory-agent kb add NAME URL (a path, ssh or https)")
+    query = {"name": args.name, "url": args.url, **({"read_only": "1"} if args.read_only else {})}
+    reply = client.admin("kb?" + urlencode(query))
+
+    def human(r: dict) -> None:
+        print(f"added kb {r['name']} ({'writable' if r['writable'] else 'read-only'}) from "
+              f"{r['remote']}: {r['entries']} entries, ids {r['name']}:<id>")  # fmt: skip
+        if (r.get("sync") or {}).get("error"):
+            e = r["sync"]["error"]
+            print(f"  its first sync failed: {e['code']}: {e['message']}\n  fix: {e['fix']}")
+
+    return emit(args, reply, human)
+
+
+def print_kbs(r: dict) -> None:
+    for row in r.get("kbs") or []:
+        print(f"{row['name']:<12} {'writable' if row['writable'] else 'read-only':<9} "
+              f"{row['entries']:>5} entries  {row.get('remote') or 'no remote'}  {row['path']}")  # fmt: skip

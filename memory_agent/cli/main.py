@@ -119,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--remove", action="store_true", help="take memory-agent's settings out")
 
     p = command("add", entries.cmd_add, "add an entry (dedup, validate, write, commit, index)")
+    p.add_argument(
+        "--kb",
+        help="the knowledge base to write to: personal (default) or one `memory-agent kb list` "
+        "names, such as team",
+    )
     p.add_argument("--title", required=True, help="one line saying the point (at most 200 chars)")
     p.add_argument("--type", default="note", help=f"the kind of entry: {TYPES_HELP}")
     p.add_argument("--tag", action="append", help="a tag (a short word); repeat for more")
@@ -154,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--type", action="append", help=f"only this type ({TYPES_HELP}); repeatable")
     p.add_argument("--tag", action="append", help="only entries with this tag; repeatable")
     p.add_argument("--kb-only", action="store_true", help="leave out the read-only corpora")
+    p.add_argument("--kb", help="only this knowledge base (personal, or one `kb list` names)")
     p.add_argument(
         "--include-archived", action="store_true", help="include archived entries (marked)"
     )
@@ -223,7 +229,28 @@ def build_parser() -> argparse.ArgumentParser:
         "markers); move the branch under the write lock, keeping a rescue ref of the old head "
         "(refs/memory-agent/rescue/...); scan the commits to publish for secrets; push. Exits "
         "non-zero naming the fix when the remote is unreachable, a commit holds a secret, or "
-        "the remote's history was rewritten.",
+        "the remote's history was rewritten. Every KB of the home with a remote gets a round "
+        "(a KB added read-only only pulls); --kb NAME syncs that one alone.",
+    )
+    p.add_argument("--kb", help="sync this KB alone (personal, or a name `kb list` shows)")
+
+    p = command(
+        "kb",
+        home.cmd_kb,
+        "list, add or remove the knowledge bases of this home (a team's shared KB)",
+        "`kb list` (default): the personal KB and those added, with their remotes and entry "
+        "counts. `kb add NAME URL [--read-only]`: clone a shared KB (an empty remote gets a first "
+        "commit, pushed), index its entries (ids NAME:<id>) and sync it with the rest. `kb "
+        "remove NAME`: refused while it holds commits no remote has (run `memory-agent sync "
+        "--kb NAME` first); the clone is moved to <home>/kbs/.removed/, never deleted, and its "
+        "entries leave the index.",
+    )
+    p.add_argument("action", nargs="?", choices=("list", "add", "remove"), default="list",
+                   help="list (default), add or remove")  # fmt: skip
+    p.add_argument("name", nargs="?", help="with add and remove: the KB's name, such as team")
+    p.add_argument("url", nargs="?", help="with add: the shared repository's URL")
+    p.add_argument(
+        "--read-only", action="store_true", help="with add: search it, never write or push to it"
     )
 
     p = command(

@@ -31,13 +31,15 @@ from typing import Any
 from memory_agent import config as config_mod
 from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import Clock
-from memory_agent.files import FileLock
+from memory_agent.errors import MemoryAgentError
+from memory_agent.files import FileLock, pause_point
 from memory_agent.index.changes import Changes
 from memory_agent.index.corpora import Corpus, load_corpora
 from memory_agent.index.links import link_graph
 from memory_agent.index.scanner import KB_SOURCE, Scanner, SourceStatus
 from memory_agent.kb.files import entry_file
 from memory_agent.kb.home import DEMO_KB, Home
+from memory_agent.kb.kbs import Registry, is_kb_source, split_id
 from ragcore import (
     CachedEmbedder,
     Document,
@@ -54,17 +56,6 @@ RESCAN_EVERY_S = 1.0  # without a change signal, a resident memory rescans at mo
 INDEXED_REF = "refs/memory-agent/indexed"  # the KB commit the index reflects (ADR 0016)
 
 log = logging.getLogger("memory_agent.memory")
-
-
-def pause_point(fault: str, name: str, run_dir: Path) -> None:
-    """Test hook: with the `fault` setting = <name>, wait (at most 60 s) until
-    `run/fault-continue` exists, so a test can act while this step is in progress."""
-    if fault != name:
-        return
-    (run_dir / f"fault-{name}").touch()
-    deadline = time.monotonic() + 60
-    while not (run_dir / "fault-continue").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
 
 
 def _now_iso() -> str:
@@ -89,6 +80,7 @@ class Memory:
         self._given_embedder = embedder  # a model handed in (tests, experiments) wins over config
         self._embedder: CachedEmbedder | None = None
         self._index: Index | None = None
+        self.kbs = Registry(self.home)  # the personal KB and those added (`kb.kbs`)
         self.scanner = Scanner(
             self.home,
             self.kb_dir,
@@ -96,6 +88,7 @@ class Memory:
             lambda: self.repos_file,
             journal_dir=self.place.journal_dir,
             episodes_since=lambda: self.clock() - 86400.0 * float(self.cfg.journal_retention_days),
+            other_kbs=self.kbs.others,
         )
         self.last_refresh: str | None = None
         self.lock = FileLock(self.run_dir / "home.lock") if self.run_dir.is_dir() else None
@@ -139,11 +132,15 @@ class Memory:
             self._index = Index(
                 self.cfg.index_dir,
                 self.embedder,
-                writable_sources=[KB_SOURCE],
+                writable_sources=self.writable_sources(),
                 max_chars=int(self.cfg.max_chars),
                 qdrant_url=self.cfg.qdrant_url or None,
             )
         return self._index
+
+    def writable_sources(self) -> list[str]:
+        """The sources whose documents are writable: every KB but those added read-only."""
+        return [p.source for p in self.kbs.all() if p.writable]
 
     def current_generation(self) -> str | None:
         """The generation CURRENT names, read from disk (touches no model or store)."""
@@ -246,6 +243,8 @@ class Memory:
             changes = self.scanner.paths_changed(moved, index.doc)  # exactly git's files
         else:
             changes = self.scanner.changes(index.doc, index.docs, also=moved or ())
+            if changes.full:  # a KB added or removed is seen by a full scan
+                index.writable_sources = set(self.writable_sources())
         report = self._apply(changes)
         self._record_indexed(head)
         return report
@@ -286,16 +285,12 @@ class Memory:
             return []
         if recorded is None:
             return None
-        out = self._kb_repo().output("diff", "--name-only", "--no-renames", "-z",
-                                     recorded, head, "--")  # fmt: skip
-        if out is None:
-            log.warning(
-                "the KB commit the index reflects, %s, is no longer in the KB's history (a "
-                "gc after a reset?): a full scan of the files instead", recorded[:12],
-            )  # fmt: skip
+        names = self._kb_repo().changed_between(recorded, head)
+        if names is None:
+            log.warning("the KB commit the index reflects, %s, is no longer in the KB's "
+                        "history (a gc after a reset?): a full scan instead", recorded[:12])  # fmt: skip
             self._indexed = None  # said once; the full scan records HEAD anew
-            return None
-        return [self.kb_dir / name for name in out.split("\0") if name]
+        return None if names is None else [self.kb_dir / name for name in names]
 
     def _record_indexed(self, head: str | None) -> None:
         if head is None or head == self.indexed_commit():
@@ -335,7 +330,7 @@ class Memory:
         if self._keys is None:
             self._keys = {}
             for info in self.index.docs():
-                if info.source == KB_SOURCE:
+                if is_kb_source(info.source):
                     self._remember_key(info.id, info.meta)
         for doc_id in sorted(self._keys.get(key, ())):
             if doc_id in exclude:
@@ -365,13 +360,15 @@ class Memory:
     def all_documents(self) -> list[Document]:
         """Every document on disk, read now (for a rebuild)."""
         corpora = self.scanner.current_corpora()
+        self.index.writable_sources = set(self.writable_sources())
         return self.scanner.full(lambda _: None, lambda: (), corpora).upserts
 
     def search_sources(
         self, include_readonly: bool = True, include_episodes: bool = False
     ) -> tuple[str, ...]:
         """The sources a search looks in: the KB, the project docs, the episodes."""
-        out = [KB_SOURCE]
+        kbs = self.scanner.kbs if self.scanner.last_full else self.kbs.others()  # no scan yet
+        out = [KB_SOURCE, *(p.source for p in kbs)]  # as the index holds them
         if include_readonly:
             out += [c.label for c in self.scanner.current_corpora()]
         if include_episodes:
@@ -385,12 +382,23 @@ class Memory:
         return self.scanner.sources(counts)
 
     def find_path(self, entry_id: str) -> Path | None:
-        """The file of a KB entry (a regular file, never through a link), or None."""
-        return entry_file(self.kb_dir, entry_id)
+        """The file of a KB entry (a regular file, never through a link), or None. `team:x`
+        is entry x of the KB named team; a bare id is the personal KB's."""
+        name, local = split_id(entry_id)
+        try:
+            place = self.kbs.get(name)
+        except MemoryAgentError:  # an unknown KB (or an unreadable kbs.json) holds no entry
+            return None
+        return entry_file(place.dir, local)
 
     def pending_writes(self) -> int:
-        folder = self.run_dir / "pending"
-        return len(list(folder.glob("*.json"))) if folder.is_dir() else 0
+        """Writes a killed process left unfinished, in every KB (each has its redo log)."""
+        folders = [self.run_dir / "pending"]
+        try:
+            folders += [p.run_dir / "pending" for p in self.kbs.others() if p.run_dir]
+        except MemoryAgentError:
+            pass  # an unreadable kbs.json: the status names it elsewhere
+        return sum(len(list(f.glob("*.json"))) for f in folders if f.is_dir())
 
     def status(self, sync: bool = True) -> dict[str, Any]:
         """The index's state. Never raises for a broken index: it reports it (with the fix)."""

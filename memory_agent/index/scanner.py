@@ -30,11 +30,11 @@ from memory_agent.index.episode_source import EpisodeSource
 from memory_agent.index.watch import Watcher, inotify_available
 from memory_agent.kb.entries import ENTRY_TYPES, ValidationError
 from memory_agent.kb.files import duplicate_problem, kb_claims, kb_files, read_kb_entry
+from memory_agent.kb.kbs import KB_SOURCE, KbPlace
 from ragcore import DocInfo, Document, DocumentError
 
 __all__ = ["KB_SOURCE", "Scanner", "SourceStatus"]
 
-KB_SOURCE = "kb"
 log = logging.getLogger("memory_agent.scanner")
 
 
@@ -71,9 +71,12 @@ class Scanner:
         repos_file: Callable[[], Path],
         journal_dir: Path | None = None,
         episodes_since: Callable[[], float] = lambda: 0.0,
+        other_kbs: Callable[[], list[KbPlace]] = list,
     ):
         self.home_dir = home_dir
         self.kb_dir = kb_dir
+        self.other_kbs = other_kbs  # the KBs added beside the personal one (`kb.kbs`)
+        self._kbs: list[KbPlace] = []  # as the last full scan saw them
         self.episodes = (
             EpisodeSource(journal_dir, episodes_since) if journal_dir is not None else None
         )
@@ -120,6 +123,14 @@ class Scanner:
             self._needs_full = True
         return self._corpora
 
+    @property
+    def kbs(self) -> list[KbPlace]:
+        """The KBs beside the personal one as the last full scan saw them (what the index
+        holds). A KB added or removed is seen at the next full scan: `kb add` and `kb remove`
+        ask for one (`request_full`), as does the daemon's start; nothing stats kbs.json per
+        search."""
+        return list(self._kbs)
+
     def request_full(self) -> None:
         """Make the next `changes` a full scan (after a rebuild, whose new generation never saw
         the changes the watcher reported while it was being built)."""
@@ -137,6 +148,10 @@ class Scanner:
     def _kb_doc(self, path: Path, stamp: str) -> Document:
         entry = read_kb_entry(path)
         return dataclasses.replace(entry.to_document(str(path)), stamp=stamp)
+
+    def _other_kb_loader(self, place: KbPlace):
+        """Loads an entry of another KB as the index holds it (`KbPlace.indexed`)."""
+        return lambda path, stamp: place.indexed(self._kb_doc(path, stamp))
 
     def _load(self, path: Path, stamp: str, loader) -> Document | None:
         self._reads += 1
@@ -240,6 +255,10 @@ class Scanner:
                 continue
             self._consider(doc_id, path, st, self._kb_doc, known, out)
         readable = {KB_SOURCE}
+        self._kbs = self.other_kbs()
+        for place in self._kbs:
+            readable.add(place.source)
+            self._full_kb(place, watch, seen, seen_paths, known, out)
         if self.episodes is not None:
             readable.add(EPISODES)
             seen.update(self.episodes.full(known, indexed, out, watch))
@@ -277,6 +296,31 @@ class Scanner:
         self._broken &= set(seen)
         return out
 
+    def _full_kb(self, place: KbPlace, watch, seen, seen_paths, known: Known, out: Changes):
+        """A full scan of another KB: the personal KB's rules, ids qualified by its name."""
+        files, links = kb_files(place.dir)
+        self._kb_problems.update(links)
+        if watch is not None and place.dir.is_dir():
+            watch.watch(place.dir)
+            for entry_type in ENTRY_TYPES:
+                folder = place.dir / entry_type
+                if folder.is_dir() and not folder.is_symlink():
+                    watch.watch(folder)
+        loader = self._other_kb_loader(place)
+        for path in files:
+            out.looked_at += 1
+            doc_id = place.qualify(path.stem)
+            seen_paths.add(str(path))
+            if doc_id in seen:
+                self._kb_problems[str(path)] = duplicate_problem(path, seen[doc_id], place.dir)
+                continue
+            seen[doc_id] = path
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            self._consider(doc_id, path, st, loader, known, out)
+
     def _path_changed(self, path: Path, corpora: list[Corpus], known: Known, out: Changes):
         """One path the watcher reported: re-read it, or drop its document if it is gone."""
         if self.episodes is not None and self.episodes.holds(path):
@@ -285,6 +329,11 @@ class Scanner:
         if self._kb_id(path) is not None:
             self._kb_changed(path.stem, known, out)
             return
+        for place in self._kbs:
+            if path.parent.parent == place.dir and path.parent.name in ENTRY_TYPES:
+                if path.suffix == ".md" and not path.name.startswith("."):
+                    self._kb_changed(path.stem, known, out, place)
+                return
         located = self._locate(path, corpora)
         if located is None:
             return
@@ -317,13 +366,19 @@ class Scanner:
                 return path.stem
         return None
 
-    def _kb_changed(self, doc_id: str, known: Known, out: Changes) -> None:
-        """A file of KB entry `doc_id` changed (written, removed, linked): decide again who
+    def _kb_changed(
+        self, local_id: str, known: Known, out: Changes, place: KbPlace | None = None
+    ) -> None:
+        """A file of KB entry `local_id` changed (written, removed, linked): decide again who
         holds the id by the full scan's rule (`kb_claims`), index the holder as it is now or
-        drop the id, and renew the problems of every path of that id."""
-        owner, problems = kb_claims(self.kb_dir, doc_id)
+        drop the id, and renew the problems of every path of that id. `place`: another KB
+        than the personal one."""
+        kb_dir = place.dir if place is not None else self.kb_dir
+        doc_id = place.qualify(local_id) if place is not None else local_id
+        loader = self._other_kb_loader(place) if place is not None else self._kb_doc
+        owner, problems = kb_claims(kb_dir, local_id)
         for entry_type in ENTRY_TYPES:
-            path = str(self.kb_dir / entry_type / f"{doc_id}.md")
+            path = str(kb_dir / entry_type / f"{local_id}.md")
             self._kb_problems.pop(path, None)
             if path != str(owner):
                 self._problems.pop(path, None)
@@ -339,16 +394,18 @@ class Scanner:
                 owner = None
             else:
                 out.looked_at += 1
-                self._consider(doc_id, owner, st, self._kb_doc, known, out)
+                self._consider(doc_id, owner, st, loader, known, out)
                 return
         info = known(doc_id)
-        if info is not None and info.source == KB_SOURCE:
+        if info is not None and info.source == (place.source if place else KB_SOURCE):
             out.deletes.append(doc_id)
         self._broken.discard(doc_id)
 
     def _locate(self, path: Path, corpora: list[Corpus]):
         """(doc id, loader) of a corpus path the index could hold, or None."""
         if path.parent.parent == self.kb_dir and path.parent.name in ENTRY_TYPES:
+            return None
+        if any(path.is_relative_to(p.dir) for p in self._kbs):
             return None
         for corpus in corpora:
             root = corpus.path.resolve()
@@ -377,9 +434,22 @@ class Scanner:
         }
         kb_prefix = str(self.kb_dir) + os.sep
         out[KB_SOURCE].problems = [
-            *(p for _, p in sorted(self._kb_problems.items())),
+            *(p for k, p in sorted(self._kb_problems.items()) if k.startswith(kb_prefix)),
             *(p for k, p in sorted(self._problems.items()) if k.startswith(kb_prefix)),
         ]
+        for place in self._kbs:
+            prefix = str(place.dir) + os.sep
+            out[place.source] = SourceStatus(
+                place.source,
+                counts.get(place.source, 0),
+                place.writable,
+                place.dir.is_dir(),
+                str(place.dir),
+                [
+                    *(p for k, p in sorted(self._kb_problems.items()) if k.startswith(prefix)),
+                    *(p for k, p in sorted(self._problems.items()) if k.startswith(prefix)),
+                ],
+            )
         if self.episodes is not None:
             out[EPISODES] = SourceStatus(
                 EPISODES,

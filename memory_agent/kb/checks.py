@@ -31,8 +31,9 @@ from memory_agent.kb.entries import (
     make_id,
     validate,
 )
-from memory_agent.kb.files import entry_file, name_taken, read_kb_entry
+from memory_agent.kb.files import name_taken, read_kb_entry
 from memory_agent.kb.gitrepo import KBRepo
+from memory_agent.kb.kbs import KbPlace, split_id
 
 if TYPE_CHECKING:
     from memory_agent.index.memory import Memory
@@ -67,11 +68,17 @@ def clean_tags(tags: Any) -> list[str]:
     return cleaned
 
 
-def clean_links(memory: Memory, links: Any) -> dict[str, list[str]] | None:
+def clean_links(
+    memory: Memory, links: Any, place: KbPlace | None = None
+) -> dict[str, list[str]] | None:
     """Typed links as the frontmatter will hold them; refused (`invalid`, nothing written)
-    when malformed or when a target is not an entry of the knowledge base."""
+    when malformed or when a target is not an entry of the knowledge base. `place`: the KB
+    written to; a target may name it (`team:x`, held as `x`) but not another KB."""
     if links in (None, {}):
         return None
+    if place is not None and isinstance(links, dict):
+        links = {k: [_in_kb(place, t) for t in v] if isinstance(v, list) else v
+                 for k, v in links.items()}  # fmt: skip
     problems = check_links(links)
     if problems:
         raise Invalid(
@@ -79,7 +86,12 @@ def clean_links(memory: Memory, links: Any) -> dict[str, list[str]] | None:
             f"pass links as {{kind: [entry-id, ...]}} with kinds {', '.join(LINK_KINDS)}",
         )
     missing = sorted(
-        {t for targets in links.values() for t in targets if memory.find_path(t) is None}
+        {
+            t
+            for targets in links.values()
+            for t in targets
+            if memory.find_path(place.qualify(t) if place is not None else t) is None
+        }
     )
     if missing:
         raise Invalid(
@@ -89,6 +101,20 @@ def clean_links(memory: Memory, links: Any) -> dict[str, list[str]] | None:
     return {kind: list(dict.fromkeys(targets)) for kind, targets in links.items()}
 
 
+def _in_kb(place: KbPlace, target: Any) -> Any:
+    """A link target as the files of `place` hold it; `Invalid` for an entry of another KB."""
+    if not isinstance(target, str):
+        return target
+    name, local = split_id(target)
+    if name != place.name:
+        raise Invalid(
+            f"links: {target} is an entry of the KB {name}, not of {place.name}; links join "
+            "entries of one KB",
+            f"link only to entries of {place.name} (their ids: {place.qualify('<id>')})",
+        )
+    return local
+
+
 def new_entry(
     memory: Memory,
     title: Any,
@@ -96,10 +122,13 @@ def new_entry(
     entry_type: Any,
     tags: list[str],
     now: float | None = None,
+    *,
+    kb_dir: Path | None = None,
     **extra: Any,
 ) -> Entry:
-    """A new active entry from a request's fields, with a fresh id; `Invalid` (nothing
-    written) when a field is missing, too long or not of its kind."""
+    """A new active entry from a request's fields, with a fresh id (unique in `kb_dir`, the
+    personal KB by default); `Invalid` (nothing written) when a field is missing, too long or
+    not of its kind."""
     if not isinstance(title, str) or not title.strip():
         raise Invalid("title: missing", "give the entry a one-line title")
     if not isinstance(body, str):
@@ -111,7 +140,7 @@ def new_entry(
     entry = Entry(
         id=make_id(
             title.strip(),
-            lambda i: name_taken(memory.kb_dir, i),
+            lambda i: name_taken(kb_dir or memory.kb_dir, i),
         ),
         title=title.strip(),
         type=entry_type,
@@ -149,7 +178,7 @@ def load_writable(memory: Memory, entry_id: Any) -> tuple[Path, Entry]:
                 f"{entry_id} belongs to the read-only corpus {label!r}; corpus files are "
                 "edited in their own repository, not through memory"
             )
-    path = entry_file(memory.kb_dir, entry_id) if "/" not in entry_id else None
+    path = memory.find_path(entry_id) if "/" not in entry_id else None  # `team:x`: team's
     if path is None:
         raise NotFound(f"no entry with id {entry_id!r}")
     return path, read_kb_entry(path)  # a hand-broken file: InvalidFile, code `document`

@@ -6,6 +6,9 @@ Scopes: an entry written into a project is compared with that project's entries 
 ones; a global entry with every entry (a lesson a project already holds is not copied to global
 by hand - the gate promotes one that recurs). `scopes_seen` says which.
 
+Every KB of the home is looked in (`kb.kbs`): adding to the personal KB what the team KB
+already says answers `duplicate` with `team:<id>`.
+
 The similarity is the cosine of the new text's first chunk's dense vector against every stored
 chunk of the active KB entries: `nearest`, which the calibration uses too.
 """
@@ -14,7 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memory_agent.index.scanner import KB_SOURCE
 from memory_agent.kb.entries import content_key
 from memory_agent.kb.policy import dedup_threshold
 from ragcore import Document, Filter
@@ -31,11 +33,17 @@ def scopes_seen(scope: str) -> tuple[str, ...] | None:
 
 
 def find_duplicate(
-    memory: Memory, title: str, body: str, exclude: set[str], scope: str = "global"
+    memory: Memory,
+    title: str,
+    body: str,
+    exclude: set[str],
+    scope: str = "global",
+    scopes: tuple[str, ...] | None | bool = False,
 ) -> dict[str, Any] | None:
     """An active KB entry with the same normalised text, or a near-duplicate above the
-    embedder's threshold, among the entries a new one in `scope` is compared with."""
-    seen = scopes_seen(scope)
+    embedder's threshold, among the entries a new one in `scope` is compared with (`scopes`:
+    those scopes as the index holds them, when the writer computed them; None: all)."""
+    seen = scopes_seen(scope) if scopes is False else scopes
     same = memory.same_text(content_key(title, body), exclude, seen)
     if same is not None:
         return {"duplicate_of": same, "score": 1.0, "match": "exact"}
@@ -59,7 +67,7 @@ def nearest(
     hits = memory.index.similar(
         Document("new", title, body),
         limit=1,
-        flt=Filter(statuses=("active",), sources=(KB_SOURCE,), scopes=scopes),
+        flt=Filter(statuses=("active",), sources=memory.search_sources(False), scopes=scopes),
         exclude=exclude,
     )
     return hits[0] if hits else None

@@ -20,6 +20,11 @@ Refused before anything is written:
 
 The checks on a request and its files are `memory_agent.kb.checks`, the duplicate search
 `memory_agent.kb.dedup`; the redo log and the request replies live in `memory_agent.kb.intents`.
+
+One gateway writes one KB (`place`: the personal one by default, or one added with
+`memory-agent kb add`, docs/adr/0017-team-kb.md): the same rules in every KB, each with its own
+redo log; the ids it replies with name their KB (`team:<id>`), the files hold the bare ids. The
+dedup search looks across every KB of the home.
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.import_plan import plan_import
 from memory_agent.kb.imports import clean_sections
 from memory_agent.kb.intents import Intent, RedoLog, RequestLog, fingerprint
-from memory_agent.kb.scopes import MAP_FILE, resolve
+from memory_agent.kb.kbs import KbPlace
+from memory_agent.kb.scopes import MAP_FILE, ScopeMap, resolve, search_scopes
 
 __all__ = ["Gateway"]
 
@@ -55,9 +61,13 @@ PREVIEW_KEEP_S = 3600.0  # a confirm this soon after its preview writes the prev
 
 
 class Gateway:
-    def __init__(self, memory: Memory):
+    def __init__(self, memory: Memory, place: KbPlace | None = None):
         self.memory = memory
-        self.redo = RedoLog(memory.run_dir / "pending", memory.kb_dir, memory.cfg.fault)
+        self.place = place if place is not None else memory.kbs.personal()
+        self.kb_dir = self.place.dir
+        run_dir = memory.run_dir if self.place.personal else self.place.run_dir
+        assert run_dir is not None
+        self.redo = RedoLog(run_dir / "pending", self.kb_dir, memory.cfg.fault)
         self.requests = RequestLog(
             memory.run_dir / "requests", memory.clock, float(memory.cfg.request_ttl)
         )
@@ -81,7 +91,7 @@ class Gateway:
     # -- plumbing -------------------------------------------------------------------------
     @property
     def repo(self) -> KBRepo:
-        return KBRepo(self.memory.kb_dir)
+        return KBRepo(self.kb_dir)
 
     def _begin(self, request_id: str | None, tool: str, args: dict[str, Any]):
         """Start a write: replay a known request, finish what a killed process left (which
@@ -105,7 +115,7 @@ class Gateway:
     ) -> dict[str, Any]:
         """Intent, atomic writes, one commit of exactly these files, refresh, reply."""
         for path in files:
-            check_target(self.memory.kb_dir, path)
+            check_target(self.kb_dir, path)
         intent = self.redo.begin(files, message, request, reply)
         commit = self.redo.apply(intent)
         return self._finish(intent, commit)
@@ -159,6 +169,21 @@ class Gateway:
             done.append(self._finish(intent, commit))
         return done
 
+    def _seen(
+        self, name: str, new_map: str | None, scope: str | None, project: str | None
+    ) -> tuple[str, ...] | None:
+        """The scopes, as the index holds them, a new entry in scope `name` is compared with
+        across every KB: global, the project's identity (another KB's entries carry it) and
+        its name in the personal KB (None: a global entry is compared with every entry)."""
+        if name == "global":
+            return None
+        identity = ScopeMap.read(self.kb_dir).identity_of(name)
+        if identity is None and new_map is not None:  # the name is given by this very write
+            identity = project if scope in (None, "", "project") else scope
+        seen = set(search_scopes(identity, None, self.memory.kb_dir)) if identity else {"global"}
+        seen.add(name if self.place.personal else self.place.qualify(name))
+        return tuple(sorted(seen))
+
     # -- the tools --------------------------------------------------------------------------
     def add(
         self,
@@ -181,22 +206,27 @@ class Gateway:
         project's name or identity (`memory_agent.kb.scopes.resolve`)."""
         with self.memory.session():
             tags = clean_tags(tags)
-            name, new_map = resolve(scope, project, self.memory.kb_dir)
+            name, new_map = resolve(scope, project, self.kb_dir)
             args = {"title": title, "body": body, "type": type, "tags": tags, "force": force}
             if links:
                 args["links"] = links
             if name != "global":
                 args["scope"] = name
+            if not self.place.personal:  # one request id is one call: in one KB
+                args["kb"] = self.place.name
             replay, request = self._begin(request_id, "memory_add", args)
             if replay is not None:
                 return replay
             extra = {k: v for k, v in (("source", source), ("episodes", episodes)) if v}
             if links:
-                extra["links"] = clean_links(self.memory, links)
+                extra["links"] = clean_links(self.memory, links, self.place)
             if name != "global":
                 extra["scope"] = name
-            entry = new_entry(self.memory, title, body, type, tags, **extra)
-            duplicate = find_duplicate(self.memory, entry.title, entry.body, set(), name)
+            entry = new_entry(self.memory, title, body, type, tags, kb_dir=self.kb_dir, **extra)
+            duplicate = find_duplicate(
+                self.memory, entry.title, entry.body, set(), name,
+                scopes=self._seen(name, new_map, scope, project),
+            )  # fmt: skip
             message = f"memory: add {entry.id}"
             if duplicate is not None:
                 if not (force and duplicate["match"] == "near"):
@@ -212,15 +242,15 @@ class Gateway:
                     f"\n\nForced past the near-duplicate {duplicate['duplicate_of']} "
                     f"(similarity {duplicate['score']})."
                 )
-            path = entry_path(self.memory.kb_dir, entry.type, entry.id)
-            reply: dict[str, Any] = {"status": "created", "id": entry.id, "path": str(path),
-                                     "scope": name}  # fmt: skip
+            path = entry_path(self.kb_dir, entry.type, entry.id)
+            reply: dict[str, Any] = {"status": "created", "id": self.place.qualify(entry.id),
+                                     "path": str(path), "scope": name, "kb": self.place.name}  # fmt: skip
             if force and duplicate is not None:
                 reply["forced_past"] = duplicate["duplicate_of"]
             files = {path: render_entry(entry)}
             if new_map is not None:  # the project's first entry: its name, in the same commit
-                files[self.memory.kb_dir / MAP_FILE] = new_map
-                check_committed(self.repo, self.memory.kb_dir / MAP_FILE)
+                files[self.kb_dir / MAP_FILE] = new_map
+                check_committed(self.repo, self.kb_dir / MAP_FILE)
                 message += f"\n\nNew scope {name} (kb/{MAP_FILE})."
             return self._apply(files, message, request, reply)
 
@@ -260,9 +290,11 @@ class Gateway:
                 self.memory.refresh(force=True)
             old_path, old = load_writable(self.memory, old_id)
             if old.status == "superseded":
+                later = old.extra.get("superseded_by")
+                later = ", ".join(self.place.qualify(str(x)) for x in
+                                  (later if isinstance(later, list) else [later]))  # fmt: skip
                 raise Conflict(
-                    f"{old_id} is already superseded by {old.extra.get('superseded_by')}",
-                    f"supersede {old.extra.get('superseded_by')} instead",
+                    f"{old_id} is already superseded by {later}", f"supersede {later} instead"
                 )
             if old.status == "archived":
                 raise Conflict(
@@ -272,7 +304,7 @@ class Gateway:
             new_type = type or old.type
             new_tags = new_tags if new_tags is not None else list(old.tags)
             name, new_map = (
-                (old.scope, None) if scope is None else resolve(scope, project, self.memory.kb_dir)
+                (old.scope, None) if scope is None else resolve(scope, project, self.kb_dir)
             )
             if (
                 isinstance(title, str)
@@ -288,14 +320,16 @@ class Gateway:
                     "change what is wrong in the title or body, or leave the entry as it is",
                 )
             new_links = (
-                clean_links(self.memory, links) if links is not None else old.extra.get("links")
+                clean_links(self.memory, links, self.place)
+                if links is not None
+                else old.extra.get("links")
             )
             if new_links:
                 new_links = {k: [t for t in v if t != old.id] for k, v in new_links.items()}
                 new_links = {k: v for k, v in new_links.items() if v} or None
             new = new_entry(
                 self.memory, title, body, new_type, new_tags,
-                self._when("memory_supersede", args, confirm),
+                self._when("memory_supersede", args, confirm), kb_dir=self.kb_dir,
                 supersedes=[old.id],
                 **({"links": new_links} if new_links else {}),
                 **({"scope": name} if name != "global" else {}),
@@ -303,30 +337,33 @@ class Gateway:
             )  # fmt: skip
             old.status = "superseded"
             old.extra.update(superseded_by=new.id, superseded_at=new.created)
-            new_path = entry_path(self.memory.kb_dir, new.type, new.id)
+            new_path = entry_path(self.kb_dir, new.type, new.id)
             files = {new_path: render_entry(new), old_path: render_entry(old)}
             if new_map is not None:
-                files[self.memory.kb_dir / MAP_FILE] = new_map
-                check_committed(self.repo, self.memory.kb_dir / MAP_FILE)
+                files[self.kb_dir / MAP_FILE] = new_map
+                check_committed(self.repo, self.kb_dir / MAP_FILE)
             for path in files:
-                check_target(self.memory.kb_dir, path)
+                check_target(self.kb_dir, path)
             check_committed(self.repo, old_path)
             if not confirm:
                 return {
                     "status": "preview",
-                    "id": new.id,
-                    "old_id": old.id,
+                    "id": self.place.qualify(new.id),
+                    "old_id": self.place.qualify(old.id),
                     "preview": {str(p): text for p, text in files.items()},
                     "next": "call again with confirm=true to write both files in one commit",
                 }
-            duplicate = find_duplicate(self.memory, new.title, new.body, {old.id}, name)
+            duplicate = find_duplicate(
+                self.memory, new.title, new.body, {self.place.qualify(old.id)}, name,
+                scopes=self._seen(name, new_map, scope, project),
+            )  # fmt: skip
             message = f"memory: supersede {old.id} with {new.id}"
             if duplicate is not None:
                 if not (force and duplicate["match"] == "near"):
                     reply = {
                         "status": "duplicate",
                         "id": duplicate["duplicate_of"],
-                        "old_id": old.id,
+                        "old_id": self.place.qualify(old.id),
                         **duplicate,
                     }
                     self._remember(request, reply)
@@ -335,8 +372,9 @@ class Gateway:
                     f"\n\nForced past the near-duplicate {duplicate['duplicate_of']} "
                     f"(similarity {duplicate['score']})."
                 )
-            reply = {"status": "superseded", "id": new.id, "old_id": old.id, "path": str(new_path),
-                     "scope": name}  # fmt: skip
+            reply = {"status": "superseded", "id": self.place.qualify(new.id),
+                     "old_id": self.place.qualify(old.id), "path": str(new_path), "scope": name,
+                     "kb": self.place.name}  # fmt: skip
             return self._apply(files, message, request, reply)
 
     def archive(
@@ -374,16 +412,17 @@ class Gateway:
             when = self._when("memory_archive", {"id": entry_id, "reason": reason}, confirm)
             entry.extra.update(archived_at=iso(when), archive_reason=reason)
             text = render_entry(entry)
-            check_target(self.memory.kb_dir, path)
+            check_target(self.kb_dir, path)
             check_committed(self.repo, path)
             if not confirm:
                 return {
                     "status": "preview",
-                    "id": entry.id,
+                    "id": self.place.qualify(entry.id),
                     "preview": {str(path): text},
                     "next": "call again with confirm=true to archive it (the file stays)",
                 }
-            reply = {"status": "archived", "id": entry.id, "path": str(path)}
+            reply = {"status": "archived", "id": self.place.qualify(entry.id), "path": str(path),
+                     "kb": self.place.name}  # fmt: skip
             return self._apply({path: text}, f"memory: archive {entry.id}", request, reply)
 
     def archive_many(self, ids: list[str], reason: str, confirm: bool = False) -> dict[str, Any]:
@@ -394,7 +433,7 @@ class Gateway:
             path, entry = load_writable(self.memory, entry_id)
             if entry.status != "active":
                 continue
-            check_target(self.memory.kb_dir, path)
+            check_target(self.kb_dir, path)
             check_committed(self.repo, path)
             entry.status = "archived"
             entry.extra.update(archived_at=iso(self.memory.clock()), archive_reason=reason)

@@ -274,6 +274,12 @@ class KBRepo:
             return "deleted"
         return "modified" if worktree != " " else "staged"
 
+    def changed_between(self, old: str, new: str) -> list[str] | None:
+        """The paths git changed from commit `old` to `new` (no renames: a move is a removal
+        and an addition), relative to the repository; None when `old` is not in it."""
+        out = self.output("diff", "--name-only", "--no-renames", "-z", old, new, "--")
+        return None if out is None else [name for name in out.split("\0") if name]
+
     def head(self) -> str | None:
         """The commit HEAD names (read from .git when it is a plain repository: no process)."""
         git_dir = self.path / ".git"

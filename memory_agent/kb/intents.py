@@ -62,7 +62,7 @@ def _pauser(fault: str, run_dir: Path) -> Callable[[str], None] | None:
     commit after its paths are staged, before HEAD moves, until <run>/fault-continue exists."""
     if not fault.startswith("pause-"):
         return None
-    from memory_agent.index.memory import pause_point  # (memory imports this module)
+    from memory_agent.files import pause_point
 
     return lambda point: pause_point(fault, point, run_dir)
 

@@ -90,7 +90,9 @@ class Syncer:
         clock: Callable[[], float] = time.time,
         pre_embed: Callable[[list[tuple[str, str]]], Any] | None = None,
         pause: Callable[[str], None] | None = None,
+        push: bool = True,
     ):
+        self.push = push  # False: a KB added read-only only pulls (docs/adr/0017-team-kb.md)
         self.kb_dir = kb_dir
         self.run_dir = run_dir
         self.write_lock = write_lock
@@ -356,6 +358,11 @@ class Syncer:
                 if head is None:
                     continue
                 report["pulled"] += self._count(self._base(local, upstream), upstream)
+            if upstream != head and not self.push:
+                report["not_pushed"] = self._count(upstream, head)  # read-only: never pushed
+                if upstream is not None:
+                    self.repo.git("update-ref", SYNCED_REF, upstream)
+                return report
             if upstream != head:
                 self._check_secrets(upstream, head)
                 if not self._push(branch, head):

@@ -21,6 +21,7 @@ from memory_agent.errors import Invalid, NotFound, NotReady
 from memory_agent.kb import policy
 from memory_agent.kb.entries import ENTRY_TYPES, MAX_LINKS_READ, read_entry
 from memory_agent.kb.files import read_kb_entry
+from memory_agent.kb.kbs import kb_of_source, split_id
 from memory_agent.kb.scopes import search_scopes
 from memory_agent.recall.ranking import Edge, Ranked, _ts, rerank
 from ragcore import (
@@ -261,6 +262,7 @@ def rank(
             "score": round(r.score, 4),
             "snippet": r.snippet,
             "source": p.get("source"),
+            "kb": kb_of_source(p.get("source")),
             "writable": bool(p.get("writable")),
             "scope": str(p.get("scope") or "global"),
         }
@@ -337,11 +339,12 @@ def run_search(
     use_dense: bool = True,
     scope: str | None = None,
     project: str | None = None,
+    kb: str | None = None,
 ) -> Found:
     """`as_of` ("YYYY-MM-DD") answers from the entries as they stood at the end of that day:
     created by then, and not yet superseded or archived then (the lifecycle is judged by its
     dates, not the status). `scope` (None: "project") and `project` (the session's project
-    identity, None outside one): which scopes it reads (`kb.scopes.search_scopes`)."""
+    identity, None outside one): which scopes it reads (`kb.scopes.search_scopes`). `kb`: one."""
     cutoff = check_search(query, limit, types, tags, as_of)
     scopes = search_scopes(scope, project, memory.kb_dir)
     with memory.session():
@@ -357,6 +360,7 @@ def run_search(
         index = memory.index.snapshot()  # one state for the whole search; no lock
         doc_ids = standing_at(index, cutoff) if cutoff is not None else None
         sources = memory.search_sources(include_readonly, include_episodes)
+        sources = (memory.kbs.get(kb).source,) if kb else sources  # pushed down as a source
         flt = default_filter(types, tags, include_archived, doc_ids, sources, scopes)
         return rank(
             index,
@@ -383,19 +387,20 @@ def history(memory: Memory, entry_id: str) -> dict[str, Any]:
     limits.check_text("id", entry_id, limits.MAX_ID, required=True, one_line=True)
     if memory.find_path(entry_id) is None:
         raise NotFound(f"no entry with id {entry_id!r}")
+    place = memory.kbs.get(split_id(entry_id)[0])  # the chain stays in the KB it names
     paths: dict[str, Path | None] = {}
 
     def path_of(eid: str) -> Path | None:  # a file per step, never a walk of the whole KB
         if eid not in paths:
-            paths[eid] = memory.find_path(eid) if isinstance(eid, str) else None
+            paths[eid] = memory.find_path(place.qualify(eid)) if isinstance(eid, str) else None
         return paths[eid]
 
     def load(eid: str):
         path = path_of(eid)
         return read_entry(path) if path is not None else None
 
-    first = load(entry_id)
-    seen = {entry_id}
+    first = load(place.local(entry_id))
+    seen = {place.local(entry_id)}
     while first is not None and first.extra.get("supersedes"):
         prev = next(
             (p for p in first.extra["supersedes"] if p not in seen and path_of(p) is not None),
@@ -409,7 +414,7 @@ def history(memory: Memory, entry_id: str) -> dict[str, Any]:
     while current is not None and current.id not in visited:
         visited.add(current.id)
         step = {
-            "id": current.id,
+            "id": place.qualify(current.id),
             "title": current.title,
             "type": current.type,
             "status": current.status,
@@ -418,10 +423,9 @@ def history(memory: Memory, entry_id: str) -> dict[str, Any]:
         for key in ("superseded_by", "superseded_at", "archived_at", "archive_reason"):
             if key in current.extra:
                 step[key] = current.extra[key]
-        successors = current.extra.get("superseded_by")
-        successors = (
-            successors if isinstance(successors, list) else [successors] if successors else []
-        )
+        later = place.qualify_ids(step.get("superseded_by"))  # ids as the tools name them
+        successors = later if isinstance(later, list) else [later] if later else []
+        step.update({"superseded_by": later} if "superseded_by" in step else {})
         if current.status == "superseded":
             step["reason"] = f"superseded by {', '.join(map(str, successors))}" + (
                 " (a fork: two machines superseded it; supersede one successor with the other)"
@@ -478,23 +482,23 @@ def get(memory: Memory, entry_id: str) -> dict[str, Any]:
     path: Path | None = memory.find_path(entry_id) if "/" not in entry_id else None
     if path is not None:
         entry = read_kb_entry(path)  # the scans' rule: a misplaced file is not an entry
+        place = memory.kbs.get(split_id(entry_id)[0])
+        links = {**(entry.extra.get("links") or {}), "wikilink": wikilinks(entry.body)}
         return {
-            "id": entry.id,
+            "id": place.qualify(entry.id),
+            "kb": place.name,
             "title": entry.title,
             "type": entry.type,
             "status": entry.status,
             "tags": entry.tags,
             "body": entry.body,
             "path": str(path),
-            "writable": True,
-            "supersedes": entry.extra.get("supersedes", []),
-            "superseded_by": entry.extra.get("superseded_by"),
+            "writable": place.writable,
+            "supersedes": place.qualify_ids(entry.extra.get("supersedes", [])),
+            "superseded_by": place.qualify_ids(entry.extra.get("superseded_by")),
             "created": entry.created,
             "scope": entry.scope,
-            "links": {
-                **{k: list(v) for k, v in (entry.extra.get("links") or {}).items()},
-                **({"wikilink": wikilinks(entry.body)} if wikilinks(entry.body) else {}),
-            },
+            "links": {k: place.qualify_ids(list(v)) for k, v in links.items() if v},
             **{
                 k: entry.extra[k]
                 for k in ("superseded_at", "archived_at", "archive_reason")

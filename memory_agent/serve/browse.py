@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 
 from memory_agent.index.memory import Memory
+from memory_agent.kb.kbs import is_kb_source, kb_of_source
 from memory_agent.kb.scopes import search_scopes
 from memory_agent.recall.gc import plan
 
@@ -24,7 +25,7 @@ def overview(memory: Memory, proposals: int) -> dict[str, Any]:
         for info in snap.docs() if snap is not None else ():
             by_source[info.source] += 1
             by_scope[info.scope] += 1
-            if info.source == "kb":
+            if is_kb_source(info.source):  # every KB of the home (`kb`, `kb:team`)
                 by_type[info.type] += 1
                 by_status[info.status] += 1
         gc = plan(memory, memory.clock()) if memory.index.exists() else {}
@@ -73,6 +74,7 @@ def entries(
                 "type": info.type,
                 "status": info.status,
                 "source": info.source,
+                "kb": kb_of_source(info.source),
                 "scope": info.scope,
                 "created": str(info.meta.get("created") or ""),
                 "recall_count": s.recall_count if s else 0,

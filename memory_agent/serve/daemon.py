@@ -242,8 +242,23 @@ def build_app(service: Any, server_holder: dict[str, Any], *, single_exchange: b
 
     @mcp.custom_route("/admin/remote-sync", methods=["POST"])
     async def remote_sync(request: Request) -> JSONResponse:
-        """One round of sync with the KB's remote now."""
-        return await admin(service.remote_sync)
+        """One round of sync with the KB's remote now (?kb=NAME: that KB alone; else every KB)."""
+        return await admin(lambda: service.remote_sync(request.query_params.get("kb") or None))
+
+    @mcp.custom_route("/admin/kb", methods=["GET", "POST"])
+    async def kb(request: Request) -> JSONResponse:
+        """GET: the KBs of the home. POST ?name=&url=[&read_only=1]: add one (a clone)."""
+        if request.method == "GET":
+            return await admin(service.kb_list)
+        q = request.query_params
+        return await admin(
+            lambda: service.kb_add(q.get("name"), q.get("url"), writable=q.get("read_only") != "1")
+        )
+
+    @mcp.custom_route("/admin/kb-remove", methods=["POST"])
+    async def kb_remove(request: Request) -> JSONResponse:
+        """POST ?name=NAME: remove a KB (refused while it holds unpushed work; kept aside)."""
+        return await admin(lambda: service.kb_remove(request.query_params.get("name")))
 
     @mcp.custom_route("/admin/refresh", methods=["POST"])
     async def refresh(request: Request) -> JSONResponse:
@@ -278,7 +293,7 @@ def open_early(memory: Any) -> bool:
     (the first is built once the model has loaded), or no embedder to open it with (the
     model's loader reports why)."""
     from memory_agent.errors import describe
-    from memory_agent.index.memory import pause_point
+    from memory_agent.files import pause_point
 
     if memory.current_generation() is None:
         return False

@@ -35,7 +35,8 @@ ERROR_CODES = ("not_found", "read_only", "conflict", "invalid", "not_ready", "co
 
 _OPEN = ConfigDict(extra="allow")
 
-Id = Annotated[str, Field(description="The entry's id: a slug for KB entries, <label>/<path> for "
+Id = Annotated[str, Field(description="The entry's id: a slug for personal KB entries, "
+                          "<kb>:<slug> for another KB's (team:use-uv), <label>/<path> for "
                           "read-only project docs.")]  # fmt: skip
 Commit = Annotated[str, Field(description="The git commit that holds the write.")]
 Generation = Annotated[str | None, Field(description="The index generation that serves the write.")]
@@ -54,8 +55,22 @@ class Hit(TypedDict):
     status: Annotated[str, Field(description="active or archived (superseded never shows)")]
     score: Annotated[float, Field(description="Relevance plus the ranking signals.")]
     snippet: Annotated[str, Field(description="The best matching passage, shortened.")]
-    source: Annotated[str | None, Field(description="kb, or the label of a project docs folder")]
-    writable: Annotated[bool, Field(description="False for read-only project docs.")]
+    source: Annotated[
+        str | None,
+        Field(description="kb (personal), kb:<name> (another KB), or a project docs label"),
+    ]
+    kb: NotRequired[
+        Annotated[
+            str | None,
+            Field(
+                description="The KB the hit belongs to (personal, team); null for project "
+                "docs and episodes."
+            ),
+        ]
+    ]
+    writable: Annotated[
+        bool, Field(description="False for read-only project docs and KBs added read-only.")
+    ]
     scope: Annotated[
         str, Field(description="global, or the project it belongs to (a name or an identity)")
     ]
@@ -83,6 +98,7 @@ class EntryReply(TypedDict):
     body: Annotated[str, Field(description="The full Markdown text.")]
     path: Annotated[str, Field(description="The file on disk.")]
     writable: bool
+    kb: NotRequired[Annotated[str, Field(description="The KB it belongs to (personal, team).")]]
     supersedes: Annotated[list[str], Field(description="Ids this entry replaced.")]
     superseded_by: Annotated[
         str | list[str] | None,
@@ -115,6 +131,7 @@ class AddReply(TypedDict):
     scope: NotRequired[
         Annotated[str, Field(description="global, or the name of the project it belongs to.")]
     ]
+    kb: NotRequired[Annotated[str, Field(description="The KB written to (personal, team).")]]
     commit: NotRequired[Commit]
     generation: NotRequired[Generation]
     duplicate_of: NotRequired[str]

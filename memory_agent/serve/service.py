@@ -29,18 +29,20 @@ from memory_agent import __version__, limits
 from memory_agent.capture import journal
 from memory_agent.capture.projects import ProjectCache
 from memory_agent.errors import Conflict, Invalid
-from memory_agent.index.memory import Memory, pause_point
+from memory_agent.files import pause_point
+from memory_agent.index.memory import Memory
 from memory_agent.kb.gateway import Gateway
+from memory_agent.kb.kbs import KbPlace, split_id
 from memory_agent.kb.remote import Syncer
 from memory_agent.kb.scopes import project_named
 from memory_agent.recall import injection as recall_mod
 from memory_agent.recall import reads
 from memory_agent.recall.gc import plan
 from memory_agent.recall.reads import run_search
-from memory_agent.serve import browse
+from memory_agent.serve import browse, kb_admin
 from memory_agent.serve.gate_runs import GateRuns
 from memory_agent.serve.model import ModelLoader
-from memory_agent.serve.remote_runs import RemoteRuns
+from memory_agent.serve.remote_runs import KbRemotes, RemoteRuns
 from memory_agent.serve.usage import Usage
 from ragcore import Document, chunk_document
 
@@ -83,18 +85,32 @@ class Service:
         self.started = time.time()
         self.last_used = time.monotonic()
         self.projects = ProjectCache()  # a call's folder -> its project, asked of git
-        self.remote = RemoteRuns(
-            Syncer(
-                memory.kb_dir,
-                memory.run_dir,
-                memory.write_lock,
-                refresh=memory.refresh_paths,
-                clock=memory.clock,
-                pre_embed=self.pre_embed_entries,
-                pause=lambda point: pause_point(str(memory.cfg.fault), point, memory.run_dir),
-            ),
-            float(memory.cfg.sync_interval),
+        self._gateways: dict[KbPlace, Gateway] = {self.gateway.place: self.gateway}
+        self._gateways_lock = threading.Lock()
+        self.remote = KbRemotes(self._remote_runs, memory.kbs.all)  # each KB's rounds
+
+    def _remote_runs(self, place: KbPlace) -> RemoteRuns:
+        syncer = Syncer(
+            place.dir,
+            place.run_dir or self.memory.run_dir,
+            self.memory.write_lock,
+            refresh=self.memory.refresh_paths,
+            clock=self.memory.clock,
+            pre_embed=self.pre_embed_entries,
+            pause=lambda point: pause_point(str(self.memory.cfg.fault), point, self.memory.run_dir),
+            push=place.writable,
         )
+        return RemoteRuns(syncer, float(self.memory.cfg.sync_interval))
+
+    def gateway_for(self, name: str | None) -> Gateway:
+        """The gateway of the KB `name` (None: personal): `not_found` for an unknown KB,
+        `read_only` for one added read-only (`kb.kbs.Registry.writable`)."""
+        place = self.memory.kbs.writable(name)
+        with self._gateways_lock:  # calls come from many threads; one gateway per KB
+            gateway = self._gateways.get(place)
+            if gateway is None:
+                gateway = self._gateways[place] = Gateway(self.memory, place)
+            return gateway
 
     def project(self, where: str | None) -> str | None:
         """The identity of the project a call comes from: `where` is its folder (the proxy's
@@ -114,7 +130,10 @@ class Service:
             with self.lock, self.memory.session():
                 if not self.memory.index.exists():
                     self.memory.refresh()
-                done = self.gateway.recover()
+                done = []
+                for place in self.memory.kbs.all():  # every KB's writes a kill left
+                    if place.writable and place.dir.is_dir():
+                        done += self.gateway_for(place.name).recover()
             self.repair_error = None
             if done:
                 log.info(
@@ -316,7 +335,8 @@ class Service:
         with self.lock:
             reply = fn(*args, **kwargs)
         if kwargs.get("confirm", True):
-            self.remote.poke()  # pushed shortly after (a burst of writes, once)
+            owner = getattr(fn, "__self__", None)  # the KB written: its round, soon
+            self.remote.poke(name=owner.place.name if isinstance(owner, Gateway) else None)
         return reply
 
     # -- the remote ---------------------------------------------------------------------------
@@ -328,23 +348,48 @@ class Service:
         self.remote.poke(0.0)
         return reply
 
-    def remote_sync(self) -> dict[str, Any]:
-        """One round now (`memory-agent sync`): its report."""
+    def remote_sync(self, kb: str | None = None) -> dict[str, Any]:
+        """One round now (`memory-agent sync`; every KB, or `kb` alone): its report."""
         self.touch()
         self.model.wait()  # the index refresh after a pull needs the model
-        return self.remote.run_now()
+        return kb_admin.sync(self.memory, self.remote, kb)
 
     def remote_status(self) -> dict[str, Any]:
-        return self.remote.syncer.status()
+        return kb_admin.remote_status(self.remote)
 
-    def add(self, where: str | None = None, **kwargs: Any) -> dict[str, Any]:
-        return self._write(self.gateway.add, project=self.project(where), **kwargs)
+    # -- the knowledge bases of the home (`serve.kb_admin`) ---------------------------------
+    def kb_list(self) -> dict[str, Any]:
+        self.touch()
+        return kb_admin.listing(self.memory, self.remote)
+
+    def kb_add(self, name: Any, url: Any, writable: bool = True) -> dict[str, Any]:
+        self.touch()
+        self.model.wait()  # its entries are indexed at once
+        return kb_admin.add(self.memory, self.remote, self.lock, name, url, writable)
+
+    def kb_remove(self, name: Any) -> dict[str, Any]:
+        self.touch()
+        reply = kb_admin.remove(self.memory, self.remote, self.lock, name)
+        with self._gateways_lock:
+            self._gateways = {p: g for p, g in self._gateways.items() if p.name != name}
+        return reply
+
+    def add(self, where: str | None = None, kb: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        gateway = self.gateway_for(kb)
+        return self._write(gateway.add, project=self.project(where), **kwargs)
 
     def supersede(self, where: str | None = None, **kwargs: Any) -> dict[str, Any]:
-        return self._write(self.gateway.supersede, project=self.project(where), **kwargs)
+        gateway = self._gateway_of(kwargs.get("old_id"))
+        return self._write(gateway.supersede, project=self.project(where), **kwargs)
 
     def archive(self, **kwargs: Any) -> dict[str, Any]:
-        return self._write(self.gateway.archive, **kwargs)
+        return self._write(self._gateway_of(kwargs.get("entry_id")).archive, **kwargs)
+
+    def _gateway_of(self, entry_id: Any) -> Gateway:
+        """The gateway of the KB an id names (`team:x`; a bare id: personal)."""
+        if not isinstance(entry_id, str) or "/" in entry_id:
+            return self.gateway  # it refuses the id with the right error
+        return self.gateway_for(split_id(entry_id)[0])
 
     def import_entries(
         self, sections: Any, label: Any, scope: Any = None, where: Any = None, confirm: bool = False
@@ -370,7 +415,7 @@ class Service:
 
         reply = self._status()
         reply["clients"] = last_events(self.memory.home)  # each agent's last hook event
-        reply["remote"] = self.remote.syncer.status()
+        reply["remote"] = self.remote_status()  # every KB's (`kbs`: those added)
         return reply
 
     def _status(self) -> dict[str, Any]:

@@ -35,8 +35,8 @@ READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_h
 IdArg = Annotated[
     str,
     Field(
-        description="An entry id exactly as memory_search returned it (a slug for KB entries, "
-        "<label>/<path> for project docs).",
+        description="An entry id exactly as memory_search returned it (a slug for personal KB "
+        "entries, <kb>:<slug> for another KB's, <label>/<path> for project docs).",
         min_length=1,
         max_length=limits.MAX_ID,
     ),

@@ -133,6 +133,15 @@ def build_server(service: Service) -> MCPServer:
                 max_length=limits.MAX_ID,
             ),
         ] = None,
+        kb: Annotated[
+            str | None,
+            Field(
+                description="Only this knowledge base: personal, or one this home added, such "
+                "as team (default: every KB, plus project docs and episodes as asked). Each "
+                "hit's `kb` names its KB.",
+                max_length=32,
+            ),
+        ] = None,
         ctx: Context | None = None,
     ) -> schemas.SearchReply:
         """Search the memory (knowledge base + read-only project docs) by meaning and keywords.
@@ -158,6 +167,7 @@ def build_server(service: Service) -> MCPServer:
             include_episodes=include_episodes,
             explain=explain,
             as_of=as_of,
+            kb=kb,
         )
 
     @tool("Read one entry", READ)
@@ -186,6 +196,15 @@ def build_server(service: Service) -> MCPServer:
         force: ForceArg = False,
         links: LinksArg = None,
         scope: ScopeArg = None,
+        kb: Annotated[
+            str | None,
+            Field(
+                description="Which knowledge base to write to: personal (default) or one this "
+                "home added, such as team (`memory-agent kb list` names them). Ids of another "
+                "KB than personal read <kb>:<id>.",
+                max_length=32,
+            ),
+        ] = None,
         ctx: Context | None = None,
     ) -> schemas.AddReply:
         """Remember something new that a future session will need.
@@ -201,7 +220,7 @@ def build_server(service: Service) -> MCPServer:
         """
         return service.add(
             title=title, body=body, type=type, tags=tags or [], request_id=request_id,
-            force=force, links=links, scope=scope, where=where_of(ctx),
+            force=force, links=links, scope=scope, kb=kb, where=where_of(ctx),
         )  # fmt: skip
 
     @tool(

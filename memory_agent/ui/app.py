@@ -183,6 +183,7 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
                     include_archived=q.get("archived") == "1",
                     as_of=q.get("as_of") or None,
                     scope=q.get("scope") or "all",  # a person browsing sees every project
+                    kb=q.get("kb") or None,  # one KB (personal, team), or every KB
                     explain=True,
                 )
             )
@@ -218,8 +219,16 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
             return failure(exc)
         return page(pages.entry(got, context, history, commits, activity))
 
+    async def add_form(request: Request) -> Response:
+        try:
+            kbs = await run(data.kbs)
+        except Exception as exc:  # noqa: BLE001
+            return failure(exc)
+        return page(pages.add(kbs, ENTRY_TYPES))
+
     async def write(request: Request) -> Response:
-        """Importance, supersede and archive: a preview first, then the confirmed write."""
+        """Importance, supersede and archive: a preview first, then the confirmed write. Add
+        (no preview: the gateway's dedup answers first) into the KB the form picked."""
         action = request.path_params["action"]
         try:
             form = await form_of(request)
@@ -238,7 +247,18 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
                     )  # fmt: skip
                 )
                 return RedirectResponse(f"/entry?{urllib.parse.urlencode({'id': entry_id})}", 303)
-            if action == "supersede":
+            if action == "add":
+                reply = await run(
+                    lambda: data.tool(
+                        "memory_add",
+                        title=form.get("title", ""),
+                        body=form.get("body", ""),
+                        type=form.get("type") or "note",
+                        tags=[t.strip() for t in form.get("tags", "").split(",") if t.strip()],
+                        kb=form.get("kb") or None,
+                    )  # fmt: skip
+                )
+            elif action == "supersede":
                 reply = await run(
                     lambda: data.tool(
                         "memory_supersede",
@@ -306,6 +326,7 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
             Route("/search", search),
             Route("/entries", entries),
             Route("/entry", entry),
+            Route("/add", add_form),
             Route("/entry/{action}", write, methods=["POST"]),
             Route("/episodes", episodes),
             Route("/inbox", inbox),

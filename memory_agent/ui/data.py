@@ -41,6 +41,10 @@ class UIData:
         query = urllib.parse.urlencode({"offset": offset, "limit": limit, **filters})
         return self.client.admin(f"entries?{query}", method="GET")
 
+    def kbs(self) -> list[dict[str, Any]]:
+        """The KBs of the home (the add form's choice): personal first."""
+        return self.client.admin("kb", method="GET")["kbs"]
+
     def entry_context(self, entry_id: str) -> dict[str, Any]:
         return self.client.admin(f"entry?{urllib.parse.urlencode({'id': entry_id})}", "GET")
 
@@ -48,10 +52,10 @@ class UIData:
         return self.client.health()
 
     # -- from the files ---------------------------------------------------------------------
-    def _commits(self, *log_args: str) -> list[dict[str, Any]]:
-        """`git log` of the KB, each commit with what follows its header line (the files it
-        touched, or its diff)."""
-        raw = KBRepo(self.home / "kb").git(
+    def _commits(self, *log_args: str, kb: Path | None = None) -> list[dict[str, Any]]:
+        """`git log` of the KB (`kb`: another KB's folder than the personal one), each commit
+        with what follows its header line (the files it touched, or its diff)."""
+        raw = KBRepo(kb or self.home / "kb").git(
             "log", "--format=\x1e%H\x1f%an\x1f%aI\x1f%s", *log_args, check=False
         )
         out = []
@@ -70,8 +74,11 @@ class UIData:
 
     def file_history(self, path: str, n: int = 10) -> list[dict[str, Any]]:
         """The commits that touched one KB file, each with its diff."""
-        rel = str(Path(path).resolve().relative_to((self.home / "kb").resolve()))
-        commits = self._commits(f"-{n}", "-p", "--", rel)
+        file = Path(path).resolve()
+        kb = file.parent.parent  # <kb>/<type>/<id>.md: the personal KB or one under kbs/
+        if kb != (self.home / "kb").resolve() and kb.parent != (self.home / "kbs").resolve():
+            raise ValueError(f"{path} is not a file of a KB of this home")
+        commits = self._commits(f"-{n}", "-p", "--", str(file.relative_to(kb)), kb=kb)
         for c in commits:
             c["diff"] = c.pop("rest")
         return commits

@@ -163,6 +163,9 @@ class Pages:
         return self._render("entry.html", e=got, context=context, history=history,
                             commits=commits, activity=activity, nav="entries")  # fmt: skip
 
+    def add(self, kbs, types) -> str:
+        return self._render("add.html", kbs=kbs, types=types, nav="add")
+
     def write_result(self, action, form, reply) -> str:
         return self._render("write.html", action=action, form=form, reply=reply, nav="entries")
 

@@ -1,0 +1,109 @@
+"""The daemon's calls about the KBs of a home (docs/adr/0017-team-kb.md): list, add and remove
+one (`memory_agent.kb.clones` does the git), a round of sync of every KB or of one, and each
+KB's remote state. `Service` calls these with its memory, its rounds (`KbRemotes`) and its
+write lock."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from memory_agent.errors import MemoryAgentError, describe
+from memory_agent.index.memory import Memory
+from memory_agent.kb import clones
+from memory_agent.kb.remote import shown
+from memory_agent.serve.remote_runs import KbRemotes
+
+__all__ = ["add", "listing", "remote_status", "remove", "sync"]
+
+
+def sync(memory: Memory, remote: KbRemotes, kb: str | None) -> dict[str, Any]:
+    """`kb`: that KB's round alone. None: the personal KB's report (if it has a remote), and
+    under `kbs` a round of every other KB with a remote; an error in one is raised once all
+    have run, naming the KB."""
+    if kb:
+        place = memory.kbs.get(kb)  # `not_found` naming `kb list`
+        return {**remote.runs(place.name).run_now(), "kb": place.name}
+    reply: dict[str, Any] = {}
+    failed: MemoryAgentError | None = None
+    others = []
+    every = remote.all()
+    for place, runs in every:
+        if place.personal:
+            if runs.syncer.url() is not None or len(every) == 1:
+                reply = {**runs.run_now(), "kb": place.name}  # no remote: not_ready, as before
+            continue
+        if runs.syncer.url() is None:
+            continue
+        try:
+            others.append({**runs.run_now(), "kb": place.name})
+        except MemoryAgentError as exc:
+            others.append({"kb": place.name, "error": describe(exc).as_json()})
+            if failed is None:
+                exc.message = f"kb {place.name}: {exc.message}"
+                failed = exc
+    if others:
+        reply["kbs"] = others
+    if failed is not None:
+        raise failed
+    return reply
+
+
+def remote_status(remote: KbRemotes) -> dict[str, Any]:
+    """The personal KB's remote state, and every other KB's under `kbs`."""
+    reply = remote.syncer.status()
+    others = [{"kb": p.name, **runs.syncer.status()} for p, runs in remote.all() if not p.personal]
+    return {**reply, "kbs": others} if others else reply
+
+
+def _counts(memory: Memory) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    if memory.index.exists():
+        for info in memory.index.snapshot().docs():
+            counts[info.source] = counts.get(info.source, 0) + 1
+    return counts
+
+
+def listing(memory: Memory, remote: KbRemotes) -> dict[str, Any]:
+    counts, rows = _counts(memory), []
+    for place, runs in remote.all():
+        url = runs.syncer.url() if place.dir.is_dir() else None
+        rows.append({**place.as_json(), "entries": counts.get(place.source, 0),
+                     "remote": shown(url) if url else None})  # fmt: skip
+    return {"kbs": rows}
+
+
+def add(
+    memory: Memory, remote: KbRemotes, lock: Any, name: Any, url: Any, writable: bool
+) -> dict[str, Any]:
+    """`memory-agent kb add NAME URL`: clone (no lock held), list it, index its entries, and
+    a first round of sync (an empty remote gets this home's first commit, pushed)."""
+    place = clones.add_kb(memory.kbs, name, url, writable)
+    with lock, memory.session():
+        memory.scanner.request_full()  # the scan that sees the new KB
+        memory.refresh(force=True)
+    runs = remote.runs(place.name)
+    try:
+        synced = runs.run_now()  # a read-only KB only pulls
+    except MemoryAgentError as exc:  # added all the same: `memory-agent sync` retries
+        synced = {"error": describe(exc).as_json()}
+    return {**place.as_json(), "remote": shown(runs.syncer.url()), "sync": synced,
+            "entries": _counts(memory).get(place.source, 0)}  # fmt: skip
+
+
+def remove(memory: Memory, remote: KbRemotes, lock: Any, name: Any) -> dict[str, Any]:
+    """`memory-agent kb remove NAME`: refused while it holds unpushed work; the clone is moved
+    aside, never deleted; its entries leave the index; its rounds stop."""
+    place = memory.kbs.get(name) if isinstance(name, str) and name else None
+    rounds = (
+        remote.runs(place.name).between_rounds()
+        if place is not None and not place.personal
+        else threading.Lock()
+    )
+    with rounds, lock:  # no round of its sync runs while the clone moves
+        reply = clones.remove_kb(memory.kbs, name, memory.clock)
+        with memory.session():
+            memory.scanner.request_full()  # its entries leave the index
+            memory.refresh(force=True)
+    remote.all()  # stops its rounds
+    return reply

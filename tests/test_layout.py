@@ -259,6 +259,19 @@ def test_the_top_level_keeps_only_the_entry_points_and_the_shared_basics():
     assert len(top) <= MAX_TOP_LEVEL, f"{len(top)} modules at the top of memory_agent/: {top}"
 
 
+MAX_MODULE_LINES = 500  # a module past this is doing more than one job: split it by job
+
+
+def test_no_module_is_longer_than_500_lines():
+    long = {
+        str(p.relative_to(ROOT)): n
+        for package in PACKAGES
+        for p in (ROOT / package).rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules past {MAX_MODULE_LINES} lines (split them by job): {long}"
+
+
 def test_the_packs_package_files_import_nothing():
     """The hook command imports `memory_agent` and `memory_agent.capture` on every agent event:
     a package's __init__ that re-exported a module would load it there too."""

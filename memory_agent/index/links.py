@@ -2,7 +2,7 @@
 
 Derived from the index alone (each document's wikilinks and typed `links:`), so the index side
 computes it and caches it per revision (`Memory.link_graph`); the ranking walks it
-(`memory_agent.recall.reads.neighbours_of`).
+(`memory_agent.recall.edges.neighbours_of`).
 """
 
 from __future__ import annotations

@@ -280,6 +280,51 @@ class KBRepo:
         out = self.output("diff", "--name-only", "--no-renames", "-z", old, new, "--")
         return None if out is None else [name for name in out.split("\0") if name]
 
+    def added_or_changed(self, since: str | None, head: str) -> list[tuple[str, str]]:
+        """(commit, path) of each file the commits from `since` (exclusive; None: the root) to
+        `head` add or change, from one `git log` (deletions are not listed)."""
+        span = [head, "--not", since] if since else [head]
+        listed = self.git("log", "-z", "--no-renames", "--no-show-signature", "--diff-filter=AM",
+                          "--name-only", "--format=commit %H", *span)  # fmt: skip
+        out: list[tuple[str, str]] = []
+        commit = ""
+        for token in listed.split("\0"):
+            token = token.lstrip("\n")
+            if token.startswith("commit ") and len(token) in (47, 71):
+                commit = token[7:]
+            elif token and commit:
+                out.append((commit, token))
+        return out
+
+    def show(self, commit: str, name: str) -> str | None:
+        """The text of `name` at `commit` (None: not there)."""
+        return self.output("show", f"{commit}:{name}")
+
+    def blobs(self, wanted: list[tuple[str, str]], timeout: float = 120.0) -> list[str | None]:
+        """The text of each (commit, path), read by one `git cat-file --batch` (None: not a
+        blob there)."""
+        batch = [(c, n) for c, n in wanted if "\n" not in n]  # a newline would end the request
+        data = b""
+        if batch:
+            data = subprocess.run(
+                ["git", "-C", str(self.path), "cat-file", "--batch"],
+                input="".join(f"{c}:{n}\n" for c, n in batch).encode("utf-8"),
+                capture_output=True, check=True, timeout=timeout,
+            ).stdout  # fmt: skip
+        texts: dict[tuple[str, str], str | None] = {}
+        pos = 0
+        for key in batch:
+            eol = data.index(b"\n", pos)
+            header, pos = data[pos:eol].split(), eol + 1
+            if len(header) == 3:  # "<sha> <type> <size>", then the content and a newline
+                size = int(header[2])
+                body = data[pos : pos + size]
+                pos += size + 1
+                texts[key] = body.decode("utf-8", "replace") if header[1] == b"blob" else None
+            else:  # "<name> missing"
+                texts[key] = None
+        return [texts[k] if k in texts else self.show(*k) for k in wanted]
+
     def head(self) -> str | None:
         """The commit HEAD names (read from .git when it is a plain repository: no process)."""
         git_dir = self.path / ".git"

@@ -1,25 +1,23 @@
 """The knowledge base shared through a git remote: fetch, replay, push - never force.
-
-    memory-agent remote set URL      any URL git accepts; credentials are git's business
-    memory-agent sync                one round now (the daemon also runs one on its own)
-
-A round (`Syncer.run`):
+`memory-agent remote set URL` (credentials are git's business), `memory-agent sync` (one round
+now; the daemon runs them on its own). A round (`Syncer.run`):
 
 1. `git fetch` the KB's branch from `origin` (no lock held: writes never wait for the network).
-2. Upstream unchanged, or only ahead of it: push. Only behind: fast-forward. Diverged (or two
-   unrelated first commits - every home starts its own): **replay this machine's unpushed
-   commits on top of upstream in a temporary worktree**, one commit each, keeping each one's
-   message and author; the files are merged by what they mean (`memory_agent.kb.merging`),
-   so no conflict marker is ever written. A KB holding only what `init` wrote takes upstream's
-   history as it is.
-3. Under the write lock, for that moment alone: the branch is still where the replay started
+2. Only ahead: push. Only behind: fast-forward. Diverged (or two unrelated first commits: every
+   home starts its own): **replay this machine's unpushed commits on upstream in a temporary
+   worktree**, one commit each with its message and author, the files merged by what they mean
+   (`memory_agent.kb.merging`: no conflict marker is ever written). A KB holding only what
+   `init` wrote takes upstream's history as it is.
+3. The incoming entries are embedded into the embedding cache, still with no lock held.
+4. Under the write lock, for that moment alone: the branch is still where the replay started
    (else the round starts again), a rescue ref keeps the old head
    (`refs/memory-agent/rescue/<time>`), and `git reset --keep` moves the branch and the files
    (a person's uncommitted edits stay). The index follows the files.
-4. Before a push, the commits to publish are scanned with capture's secret patterns: one that
-   holds a secret is refused, naming the file and the way out. Then `git push` - never forced.
-   A push refused because the other side pushed first starts the round again (three times).
-5. Upstream rewritten (the last upstream commit synced is no longer in its history): nothing
+5. The commits to publish are scanned with capture's secret patterns (one holding a secret is
+   refused, naming the file and the way out), then `git push` - never forced. Refused because
+   the other side pushed first: the round starts again (three times); refused by the remote's
+   own rule (a hook, a protected branch): said so, the commits kept for the next round.
+6. Upstream rewritten (the last upstream commit synced is no longer in its history): nothing
    is pushed or replayed, every local commit is kept, and the round fails naming the fix.
 
 What a round did and what waits for a person (forks, variants, a stop) is kept in
@@ -46,7 +44,9 @@ from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.gitrun import machine_name
 from memory_agent.kb.merging import VARIANTS, Merge
 
-__all__ = ["REMOTE", "RemoteUnreachable", "SecretFound", "Syncer", "UpstreamRewritten"]
+__all__ = [
+    "REMOTE", "PushRefused", "RemoteUnreachable", "SecretFound", "Syncer", "UpstreamRewritten"
+]  # fmt: skip
 
 REMOTE = "origin"
 SYNCED_REF = "refs/memory-agent/synced"  # the upstream commit the last round ended on
@@ -54,20 +54,21 @@ RESCUE_REFS = "refs/memory-agent/rescue/"
 ROUNDS = 3  # a round restarted (a write meanwhile, a push refused) at most this often
 FETCH_TIMEOUT_S = 120.0
 PRE_EMBED_BATCH = 32  # incoming entries embedded per step (progress moves this often)
-
-
 _USERINFO = re.compile(r"(://[^/@:\s]*):[^/@\s]*@")
 
 
 def shown(text: str | None) -> str:
     """A remote URL (or git's message naming one) as status and errors show it: a password or
-    token in it is masked. git keeps the URL in the KB's config; nothing of ours stores or
-    prints the secret."""
+    token in it masked (git keeps the URL in the KB's config; nothing of ours stores it)."""
     return _USERINFO.sub(r"\1:***@", text or "")
 
 
 class RemoteUnreachable(MemoryAgentError):
     code = "unavailable"
+
+
+class PushRefused(RemoteUnreachable):
+    """The remote was reached and refused the push by its own rule (not because it moved)."""
 
 
 class UpstreamRewritten(Conflict):
@@ -253,8 +254,17 @@ class Syncer:
             self.repo.git("update-ref", f"refs/remotes/{REMOTE}/{branch}", head)
             return True
         text = proc.stdout + proc.stderr
-        if "rejected" in text or "non-fast-forward" in text or "fetch first" in text:
-            return False
+        if "[remote rejected]" in text:  # the remote's own rule (a hook, a protected branch)
+            said = " / ".join(x[7:].strip() for x in text.splitlines() if x.startswith("remote:"))
+            raise PushRefused(
+                f"the remote {shown(self.url())} refused the push: "
+                f"{shown(said.strip(' /') or text.strip())[:300]}",
+                "your commits stay here and the next round offers them again; a remote that "
+                "refuses every push (a hook, a protected branch) needs its rule or your access "
+                "changed",
+            )
+        if "[rejected]" in text or "non-fast-forward" in text or "fetch first" in text:
+            return False  # the other side pushed first
         raise RemoteUnreachable(
             f"cannot push to {shown(self.url())}: "
             f"{shown(text.strip().splitlines()[-1]) if text.strip() else ''}",
@@ -265,19 +275,8 @@ class Syncer:
         """Refuse to publish commits that hold a secret (capture's patterns). The files each
         commit adds or changes come from one `git log`, their text from one `git cat-file
         --batch` (not a process per file: a first push may publish thousands)."""
-        span = [head, "--not", since] if since else [head]
-        listed = self.repo.git("log", "-z", "--no-renames", "--no-show-signature",
-                               "--diff-filter=AM", "--name-only", "--format=commit %H",
-                               *span)  # fmt: skip
-        wanted: list[tuple[str, str]] = []
-        commit = ""
-        for token in listed.split("\0"):
-            token = token.lstrip("\n")
-            if token.startswith("commit ") and len(token) in (47, 71):
-                commit = token[7:]
-            elif token and commit:
-                wanted.append((commit, token))
-        for (commit, name), text in zip(wanted, self._blobs(wanted), strict=True):
+        wanted = self.repo.added_or_changed(since, head)
+        for (commit, name), text in zip(wanted, self.repo.blobs(wanted), strict=True):
             if text and redact(text) != text:
                 raise SecretFound(
                     f"kb/{name} holds what looks like a secret (commit {commit[:12]}); "
@@ -427,7 +426,7 @@ class Syncer:
         try:
             for start in range(0, len(names), PRE_EMBED_BATCH):
                 batch = names[start : start + PRE_EMBED_BATCH]
-                texts = self._blobs([(head, n) for n in batch])
+                texts = self.repo.blobs([(head, n) for n in batch])
                 self.pre_embed([(n, t) for n, t in zip(batch, texts, strict=True) if t])
                 self.progress = {**self.progress, "done": start + len(batch)}
                 if self.pause is not None:
@@ -455,8 +454,8 @@ class Syncer:
                 touched: list[str] = []
                 for line in changed:
                     status, _, name = line.partition("\t")
-                    before = self._show(parent, name) if parent else None
-                    after = None if status == "D" else self._show(commit, name)
+                    before = self.repo.show(parent, name) if parent else None
+                    after = None if status == "D" else self.repo.show(commit, name)
                     touched += merge.apply(name, before, after)
                 touched = sorted(set(touched))
                 if not touched:
@@ -498,33 +497,3 @@ class Syncer:
         if proc.returncode != 0:
             raise GitError(f"replaying a commit failed: {proc.stderr.strip()}",
                            "run `memory-agent sync` again; the KB itself was not changed")  # fmt: skip
-
-    def _show(self, commit: str, name: str) -> str | None:
-        return self.repo.output("show", f"{commit}:{name}")
-
-    def _blobs(self, wanted: list[tuple[str, str]]) -> list[str | None]:
-        """The text of each (commit, path), read by one `git cat-file --batch` (None: not a
-        blob there)."""
-        import subprocess
-
-        batch = [(c, n) for c, n in wanted if "\n" not in n]  # a newline would end the request
-        data = b""
-        if batch:
-            data = subprocess.run(
-                ["git", "-C", str(self.kb_dir), "cat-file", "--batch"],
-                input="".join(f"{c}:{n}\n" for c, n in batch).encode("utf-8"),
-                capture_output=True, check=True, timeout=FETCH_TIMEOUT_S,
-            ).stdout  # fmt: skip
-        texts: dict[tuple[str, str], str | None] = {}
-        pos = 0
-        for key in batch:
-            eol = data.index(b"\n", pos)
-            header, pos = data[pos:eol].split(), eol + 1
-            if len(header) == 3:  # "<sha> <type> <size>", then the content and a newline
-                size = int(header[2])
-                body = data[pos : pos + size]
-                pos += size + 1
-                texts[key] = body.decode("utf-8", "replace") if header[1] == b"blob" else None
-            else:  # "<name> missing"
-                texts[key] = None
-        return [texts[k] if k in texts else self._show(*k) for k in wanted]

@@ -160,9 +160,10 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
             writes = await run(data.recent_writes)
             activity = await run(data.activity)
             health = await run(data.health)
+            remote = await run(data.remote)
         except Exception as exc:  # noqa: BLE001 - shown, not raised
             return failure(exc)
-        return page(pages.overview(status, counts, writes, activity, health or {}))
+        return page(pages.overview(status, counts, writes, activity, health or {}, remote))
 
     async def search(request: Request) -> Response:
         q = request.query_params

@@ -41,6 +41,13 @@ class UIData:
         query = urllib.parse.urlencode({"offset": offset, "limit": limit, **filters})
         return self.client.admin(f"entries?{query}", method="GET")
 
+    def remote(self) -> list[dict[str, Any]]:
+        """Each KB's sync state (the personal KB first): its remote, the last round, ahead and
+        behind, an error or a stop, and what waits for a person (forks, variants)."""
+        reply = self.client.admin("remote", method="GET")
+        others = reply.pop("kbs", None) or []
+        return [{"kb": "personal", **reply}, *others]
+
     def kbs(self) -> list[dict[str, Any]]:
         """The KBs of the home (the add form's choice): personal first."""
         return self.client.admin("kb", method="GET")["kbs"]

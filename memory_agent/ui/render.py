@@ -139,9 +139,10 @@ class Pages:
     def _render(self, template: str, **context: Any) -> str:
         return self.env.get_template(template).render(**context)
 
-    def overview(self, status, counts, writes, activity, health) -> str:
+    def overview(self, status, counts, writes, activity, health, remote=()) -> str:
         return self._render("overview.html", status=status, counts=counts, writes=writes,
-                            activity=activity, health=health, nav="overview")  # fmt: skip
+                            activity=activity, health=health, remote=remote,
+                            nav="overview")  # fmt: skip
 
     def search(self, q, reply, types, error=None) -> str:
         hits = (reply or {}).get("hits", [])

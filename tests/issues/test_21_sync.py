@@ -196,6 +196,19 @@ def test_supersede_on_both_sides_is_a_fork_and_supersede_archive_ends_superseded
     assert "status: superseded" in backup and "archive_reason: backups moved" in backup
     _, status = a.cli("remote")
     assert any(f["id"] == shared for f in status["forks"])
+    # the browser's overview shows the remote, the last sync, ahead/behind and the fork
+    from tests.issues.test_12_ui import UI, request
+
+    ui = UI(a.path, a.cache)
+    try:
+        _, _, page = request(ui.base + "/", headers={"Cookie": f"memory_agent_ui={ui.token}"})
+    finally:
+        assert ui.stop() == 0
+    card = page.split('id="sync"', 1)[1].split('<div class="card">', 1)[0]
+    assert str(remote) in card and "Last sync" in card and "never" not in card
+    assert re.search(r"Ahead / behind</dt><dd>0 / 0", card), card
+    assert f">{shared}</a> is superseded by" in card
+    assert all(s in card for s in got["superseded_by"])
 
 
 def test_hand_edits_on_both_sides_keep_upstream_and_a_variant(pair):
@@ -255,6 +268,33 @@ def test_a_push_refused_because_the_other_side_pushed_first_is_replayed(pair):
     assert report["replayed"] == 1 and report["pushed"] == 1
     b.sync()
     same_and_clean(a, b)
+
+
+def test_a_push_the_remote_refuses_by_its_own_rule_is_named_so_not_retried_as_a_race(pair):
+    """A server hook (or a protected branch) declining the push is not "the other side pushed
+    first": the round says the remote refused it and why, keeps the commit, and pushes it once
+    the rule is lifted."""
+    a, _, remote = pair
+    a.cli("remote", "set", str(remote))
+    a.sync()
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'pushes are frozen for the release'\nexit 1\n")
+    hook.chmod(0o755)
+    a_id = a.add("Written during the freeze", "An entry written while pushes were refused.")
+    code, err = a.sync(check=False)
+    assert code != 0 and err["error"]["code"] == "unavailable", err
+    message = err["error"]["message"]
+    assert "refused the push" in message and "frozen for the release" in message, message
+    assert "kept moving" not in message
+    assert "next round" in err["error"]["fix"]
+    hook.unlink()
+    _, report = a.sync()
+    assert report["pushed"] == 1
+    published = subprocess.run(
+        ["git", "-C", str(remote), "ls-tree", "-r", "--name-only", report["branch"]],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert any(name.endswith(f"/{a_id}.md") for name in published), published
 
 
 def test_a_rewritten_upstream_stops_sync_and_keeps_every_local_commit(pair, tmp_path):

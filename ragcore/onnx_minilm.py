@@ -103,6 +103,11 @@ class OnnxMiniLM:
             options = ort.SessionOptions()
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
+            # An idle pool thread does not spin waiting for the next run: spinning burned the
+            # core a search needed while a write embedded (a lone searcher's p95 beside a
+            # writer, 10,000 entries: 1.8x idle, against 1.9-2.0x; bulk embedding unchanged;
+            # experiments/concurrency round 4).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             sessions.append(
                 ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
             )

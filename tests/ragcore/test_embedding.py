@@ -185,6 +185,15 @@ def test_concurrent_queries_share_one_model_run_and_get_their_own_vectors(minilm
     assert not onnx._pending and not onnx._leading
 
 
+def test_the_model_sessions_never_spin_waiting_for_work(minilm):
+    """The daemon shares two cores between a search's query run and a write's embedding: no
+    session's idle thread may spin on a core waiting for its next run."""
+    onnx = minilm._load_onnx()
+    for session in (onnx._query, onnx._batch):
+        options = session.get_session_options()
+        assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
 def test_a_failed_combined_run_fails_each_of_its_queries_and_the_next_query_runs(minilm):
     onnx = minilm._load_onnx()
 

@@ -202,8 +202,13 @@ def _from_saved(
     segment: SegmentFile, saved: ArrayFile, key: dict, seq: int, chunks: int
 ) -> tuple[ReadModel, int]:
     meta = saved.meta
-    if {k: meta.get(k) for k in key} != key:
-        raise _Unusable("taken from another segment, layout or setting")
+    differ = [k for k in key if meta.get(k) != key[k]]
+    if differ:
+        names = {"uid": "segment", "with_dense": "dense setting", "dim": "dimension"}
+        raise _Unusable(
+            "taken from another "
+            + ", ".join(f"{names.get(k, k)} ({meta.get(k)}, not {key[k]})" for k in differ)
+        )
     if int(meta["seq"]) > seq:
         raise _Unusable(f"taken at change {meta['seq']}, the segment is at {seq}")
     changed = segment.count_changes_since(int(meta["seq"]))

@@ -235,30 +235,14 @@ class Scanner:
             watch.watch(self.kb_dir)
         seen: dict[str, Path] = {}
         seen_paths: set[str] = set()
-        files, links = kb_files(self.kb_dir)
-        self._kb_problems = dict(links)
-        for entry_type in ENTRY_TYPES:
-            folder = self.kb_dir / entry_type
-            if watch is not None and folder.is_dir() and not folder.is_symlink():
-                watch.watch(folder)
-        for path in files:
-            out.looked_at += 1
-            doc_id = path.stem
-            seen_paths.add(str(path))
-            if doc_id in seen:  # the rule of `kb_claims`: the first in ENTRY_TYPES order owns it
-                self._kb_problems[str(path)] = duplicate_problem(path, seen[doc_id], self.kb_dir)
-                continue
-            seen[doc_id] = path
-            try:
-                st = path.stat()
-            except OSError:
-                continue
-            self._consider(doc_id, path, st, self._kb_doc, known, out)
+        self._kb_problems = {}
+        self._full_kb(self.kb_dir, str, self._kb_doc, watch, seen, seen_paths, known, out)
         readable = {KB_SOURCE}
         self._kbs = self.other_kbs()
         for place in self._kbs:
             readable.add(place.source)
-            self._full_kb(place, watch, seen, seen_paths, known, out)
+            loader = self._other_kb_loader(place)
+            self._full_kb(place.dir, place.qualify, loader, watch, seen, seen_paths, known, out)
         if self.episodes is not None:
             readable.add(EPISODES)
             seen.update(self.episodes.full(known, indexed, out, watch))
@@ -296,23 +280,24 @@ class Scanner:
         self._broken &= set(seen)
         return out
 
-    def _full_kb(self, place: KbPlace, watch, seen, seen_paths, known: Known, out: Changes):
-        """A full scan of another KB: the personal KB's rules, ids qualified by its name."""
-        files, links = kb_files(place.dir)
+    def _full_kb(self, kb_dir: Path, qualify, loader, watch, seen, seen_paths, known, out):
+        """A full scan of one KB's files, the same rules for every KB: ids as `qualify` names
+        them (the personal KB's bare, another's `<name>:<id>`); the first of two files with one
+        id (in ENTRY_TYPES order: `kb_claims`) owns it, the other is a problem."""
+        files, links = kb_files(kb_dir)
         self._kb_problems.update(links)
-        if watch is not None and place.dir.is_dir():
-            watch.watch(place.dir)
+        if watch is not None and kb_dir.is_dir():
+            watch.watch(kb_dir)
             for entry_type in ENTRY_TYPES:
-                folder = place.dir / entry_type
+                folder = kb_dir / entry_type
                 if folder.is_dir() and not folder.is_symlink():
                     watch.watch(folder)
-        loader = self._other_kb_loader(place)
         for path in files:
             out.looked_at += 1
-            doc_id = place.qualify(path.stem)
+            doc_id = qualify(path.stem)
             seen_paths.add(str(path))
             if doc_id in seen:
-                self._kb_problems[str(path)] = duplicate_problem(path, seen[doc_id], place.dir)
+                self._kb_problems[str(path)] = duplicate_problem(path, seen[doc_id], kb_dir)
                 continue
             seen[doc_id] = path
             try:

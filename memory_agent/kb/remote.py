@@ -257,8 +257,8 @@ class Syncer:
         if "[remote rejected]" in text:  # the remote's own rule (a hook, a protected branch)
             said = " / ".join(x[7:].strip() for x in text.splitlines() if x.startswith("remote:"))
             raise PushRefused(
-                f"the remote {shown(self.url())} refused the push: "
-                f"{shown(said.strip(' /') or text.strip())[:300]}",
+                f"the remote {shown(self.url())} refused the push; it said (quoted, redacted): "
+                f"{json.dumps(redact(shown(said.strip(' /') or text.strip()))[:300])}",
                 "your commits stay here and the next round offers them again; a remote that "
                 "refuses every push (a hook, a protected branch) needs its rule or your access "
                 "changed",

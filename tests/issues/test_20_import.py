@@ -16,7 +16,7 @@ from memory_agent.client import DaemonClient
 from memory_agent.index.memory import Memory
 from memory_agent.kb.imports import Section, infer_type, read_sources, split_document
 from tests.memory_agent.helpers import git
-from tests.memory_agent.mcp_helpers import daemon_pids, env_for
+from tests.memory_agent.mcp_helpers import daemon_pids, env_for, serve_home
 
 CLOCK = "2026-11-30T09:00:00Z"
 AWS_KEY = "AKIAZ7QW4RTY2UIO3PLK"
@@ -114,12 +114,7 @@ def world(tmp_path, shared_cache, monkeypatch):
     Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
     outside = tmp_path / "outside"
     outside.mkdir()
-    client = DaemonClient(home)
-    env = env_for(home, shared_cache, MEMORY_AGENT_CLOCK=CLOCK)
-    for key in ("MEMORY_AGENT_CACHE", "MEMORY_AGENT_EMBEDDER", "MEMORY_AGENT_CLOCK"):
-        monkeypatch.setenv(key, env[key])
-    client.ensure()
-    client.admin("refresh")
+    serve_home(home, shared_cache, monkeypatch, CLOCK)
     yield {"home": home, "kb": home / "kb", "outside": outside, "cache": shared_cache,
            "tmp": tmp_path}  # fmt: skip
     DaemonClient(home).stop(wait=True)

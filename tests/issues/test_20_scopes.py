@@ -19,7 +19,7 @@ from memory_agent.index.memory import Memory
 from memory_agent.kb.scopes import ScopeMap
 from memory_agent.serve.mcp_config import hook_command
 from tests.memory_agent.helpers import git
-from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for
+from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for, serve_home
 
 CLOCK = "2026-11-30T09:00:00Z"
 
@@ -100,12 +100,7 @@ def world(tmp_path, shared_cache, monkeypatch):
     git(alpha, "worktree", "add", "-q", str(tmp_path / "src" / "alpha-wt"))
     outside = tmp_path / "outside"
     outside.mkdir()
-    client = DaemonClient(home)
-    env = env_for(home, shared_cache, MEMORY_AGENT_CLOCK=CLOCK)
-    for key in ("MEMORY_AGENT_CACHE", "MEMORY_AGENT_EMBEDDER", "MEMORY_AGENT_CLOCK"):
-        monkeypatch.setenv(key, env[key])
-    client.ensure()
-    client.admin("refresh")
+    serve_home(home, shared_cache, monkeypatch, CLOCK)
     yield {"home": home, "alpha": alpha, "beta": beta, "alpha_wt": tmp_path / "src" / "alpha-wt",
            "outside": outside, "cache": shared_cache, "beta_id": str(remotes / "beta")}  # fmt: skip
     DaemonClient(home).stop(wait=True)

@@ -86,6 +86,14 @@ def same_and_clean(a, b):
             assert not re.search(r"^(<<<<<<<|>>>>>>>|=======)( |$)", text, re.M)
 
 
+def join_both(a, b, remote):
+    """Both homes on the remote, each synced once (a first, then b takes its history)."""
+    for home in (a, b):
+        home.cli("remote", "set", str(remote))
+    a.sync()
+    b.sync()
+
+
 def test_two_homes_join_and_each_finds_what_the_other_wrote(pair):
     a, b, remote = pair
     a_id = a.add("Laptop: the VPN needs split tunnelling", "Turn on split tunnelling for the VPN.")
@@ -146,10 +154,7 @@ def test_two_demo_homes_sync_and_hold_one_copy_of_each_demo_entry(tmp_path, shar
 
 def test_the_same_id_on_both_sides_is_kept_twice_and_links_follow(pair):
     a, b, remote = pair
-    for home in (a, b):
-        home.cli("remote", "set", str(remote))
-    a.sync()
-    b.sync()
+    join_both(a, b, remote)
     a_id = a.add("Deploy window", "Deploys happen on Tuesdays.")
     b_id = b.add("Deploy window", "Deploys happen on Thursdays after the freeze.")
     assert a_id == b_id == "deploy-window"
@@ -257,10 +262,7 @@ def test_unreachable_remote_writes_go_on_and_sync_catches_up(pair, tmp_path):
 
 def test_a_push_refused_because_the_other_side_pushed_first_is_replayed(pair):
     a, b, remote = pair
-    for home in (a, b):
-        home.cli("remote", "set", str(remote))
-    a.sync()
-    b.sync()
+    join_both(a, b, remote)
     b.add("Desktop note", "Written on the desktop.")
     b.sync()
     a.add("Laptop note", "Written on the laptop.")
@@ -278,13 +280,19 @@ def test_a_push_the_remote_refuses_by_its_own_rule_is_named_so_not_retried_as_a_
     a.cli("remote", "set", str(remote))
     a.sync()
     hook = remote / "hooks" / "pre-receive"
-    hook.write_text("#!/bin/sh\necho 'pushes are frozen for the release'\nexit 1\n")
+    hook.write_text(  # the remote's words are data: quoted, and a secret in them is masked
+        "#!/bin/sh\necho 'pushes are frozen for the release'\n"
+        "echo 'use token ghp_0123456789abcdefghijABCDEFGHIJ012345'\nexit 1\n"
+    )
     hook.chmod(0o755)
     a_id = a.add("Written during the freeze", "An entry written while pushes were refused.")
     code, err = a.sync(check=False)
     assert code != 0 and err["error"]["code"] == "unavailable", err
     message = err["error"]["message"]
     assert "refused the push" in message and "frozen for the release" in message, message
+    assert "ghp_0123456789" not in message and "ghp_0123456789" not in json.dumps(
+        a.cli("remote")[1]
+    )  # nor in what status keeps (run/remote.json)
     assert "kept moving" not in message
     assert "next round" in err["error"]["fix"]
     hook.unlink()
@@ -386,10 +394,7 @@ def test_the_daemon_syncs_on_its_own_and_searches_go_on_meanwhile(pair):
 
 def test_a_stale_index_lock_is_named_with_its_fix(pair):
     a, b, remote = pair
-    for home in (a, b):
-        home.cli("remote", "set", str(remote))
-    a.sync()
-    b.sync()
+    join_both(a, b, remote)
     a.add("Moved ahead", "An entry b has not seen.")
     a.sync()
     lock = b.kb / ".git" / "index.lock"

@@ -23,6 +23,19 @@ def env_for(home: Path, cache: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def serve_home(home: Path, cache: Path, monkeypatch, clock: str) -> None:
+    """Start `home`'s daemon, the model loaded and the index built, with the environment the
+    test's own CLI calls share (cache, embedder, the pinned clock) set in this process too."""
+    from memory_agent.client import DaemonClient
+
+    env = env_for(home, cache, MEMORY_AGENT_CLOCK=clock)
+    for key in ("MEMORY_AGENT_CACHE", "MEMORY_AGENT_EMBEDDER", "MEMORY_AGENT_CLOCK"):
+        monkeypatch.setenv(key, env[key])
+    client = DaemonClient(home)
+    client.ensure()
+    client.admin("refresh")
+
+
 class ProxySession(session.ProxySession):
     """The package's stdio MCP client, with the test environment for `home`."""
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ragcore.embedding import Embedding
 from ragcore.fusion import FusionConfig, fuse, query_language
 from ragcore.index import Index
 from ragcore.snapshot import Snapshot
@@ -120,12 +121,15 @@ def search(
     config: SearchConfig | None = None,
     use_dense: bool = True,
     snippets: bool = True,
+    query_embedding: Embedding | None = None,
 ) -> SearchResult:
     """Top `limit` documents for `query`. Raises `IndexInconsistent` rather than answering from
     a damaged index. `use_dense=False` answers from the lexical channels alone (used while the
     model loads); the result then says `degraded`. `snippets=False`: the hits' texts are not
     read (snippet, heading and text empty) - for a caller that shows only some of them and
-    reads those with `snippets_of`."""
+    reads those with `snippets_of`. `query_embedding`: the query's vectors, embedded by the
+    caller (a daemon embeds queries in one stage and ranks them in another); one of another
+    width than the index's (its model changed meanwhile) is embedded again."""
     config = config or SearchConfig()
     timings: dict[str, float] = {}
     # One snapshot for the whole search, and no lock: a write publishes a new snapshot
@@ -150,7 +154,9 @@ def search(
     timings["lexical"] = (time.perf_counter() - t) * 1000
     if use_dense:
         t = time.perf_counter()
-        q_emb = index.embedder.embed_query(query)
+        q_emb = query_embedding
+        if q_emb is None or np.shape(q_emb.dense) != (index.embedder.dim,):
+            q_emb = index.embedder.embed_query(query)
         timings["embed"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         dense_hits = view.dense(q_emb.dense, config.candidates)

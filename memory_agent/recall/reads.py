@@ -9,6 +9,7 @@ it wait, and it sees each of them whole or not at all.
 from __future__ import annotations
 
 import datetime as dt
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from memory_agent.recall.edges import neighbours_of
 from memory_agent.recall.ranking import Ranked, _ts, rerank
 from ragcore import (
     DocumentError,
+    Embedding,
     Filter,
     Index,
     SearchConfig,
@@ -137,6 +139,7 @@ def rank(
     explain: bool = False,
     use_dense: bool = True,
     config: SearchConfig | None = None,
+    embedding: Embedding | None = None,
 ) -> Found:
     """ragcore's relevance, then the memory's dynamics (`memory_agent.recall.ranking`): the
     path every search takes - the tools, the CLI and `memory-agent eval`."""
@@ -148,6 +151,7 @@ def rank(
         config=config or SearchConfig(),
         use_dense=use_dense,
         snippets=False,  # read below for the hits shown (a third of the candidates at most)
+        query_embedding=embedding,
     )
     shown_chunk = {h.doc_id: h.chunk_id for h in result.hits}
     candidates = [
@@ -280,11 +284,18 @@ def run_search(
     scope: str | None = None,
     project: str | None = None,
     kb: str | None = None,
+    ranker: Executor | None = None,
 ) -> Found:
     """`as_of` ("YYYY-MM-DD") answers from the entries as they stood at the end of that day:
     created by then, and not yet superseded or archived then (the lifecycle is judged by its
     dates, not the status). `scope` (None: "project") and `project` (the session's project
-    identity, None outside one): which scopes it reads (`kb.scopes.search_scopes`). `kb`: one."""
+    identity, None outside one): which scopes it reads (`kb.scopes.search_scopes`). `kb`: one.
+
+    `ranker` (the daemon's): a search in two stages. The caller's thread refreshes the index and
+    embeds the query (concurrent queries share a model run, which holds no GIL); the ranking,
+    Python under the GIL, runs on one of the ranker's few threads. Ten searches at once then
+    queue for two rankers instead of ten threads contending for the GIL between every step
+    (experiments/concurrency round 5)."""
     cutoff = check_search(query, limit, types, tags, as_of)
     scopes = search_scopes(scope, project, memory.kb_dir)
     with memory.session():
@@ -297,22 +308,30 @@ def run_search(
                 "retry in a few seconds (a first build of many entries takes minutes; "
                 "`memory-agent status` shows when it is done)",
             )
-        index = memory.index.snapshot()  # one state for the whole search; no lock
-        doc_ids = standing_at(index, cutoff) if cutoff is not None else None
         sources = memory.search_sources(include_readonly, include_episodes)
         sources = (memory.kbs.get(kb).source,) if kb else sources  # pushed down as a source
-        flt = default_filter(types, tags, include_archived, doc_ids, sources, scopes)
-        return rank(
-            index,
-            query,
-            flt,
-            limit=limit,
-            stats=memory.stats,
-            now=memory.clock(),
-            graph=memory.link_graph(index),
-            explain=explain,
-            use_dense=use_dense,
-        )
+        embedding = None
+        if ranker is not None and use_dense:
+            embedding = memory.index.embedder.embed_query(query.strip())
+
+        def ranked() -> Found:
+            index = memory.index.snapshot()  # one state for the whole search; no lock
+            doc_ids = standing_at(index, cutoff) if cutoff is not None else None
+            flt = default_filter(types, tags, include_archived, doc_ids, sources, scopes)
+            return rank(
+                index,
+                query,
+                flt,
+                limit=limit,
+                stats=memory.stats,
+                now=memory.clock(),
+                graph=memory.link_graph(index),
+                explain=explain,
+                use_dense=use_dense,
+                embedding=embedding,
+            )
+
+        return ranked() if ranker is None else ranker.submit(ranked).result()
 
 
 def search(memory: Memory, query: str, **kwargs: Any) -> dict[str, Any]:

@@ -444,6 +444,7 @@ def run_daemon(
         )
         server.run(sockets=[sock])
         service.remote.stop()
+        service.rankers.shutdown()
         # uvicorn has finished the requests in flight (a write completes before we get here)
         with service.lock:
             memory.close()

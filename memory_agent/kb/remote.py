@@ -13,8 +13,9 @@ now; the daemon runs them on its own). A round (`Syncer.run`):
    (else the round starts again), a rescue ref keeps the old head
    (`refs/memory-agent/rescue/<time>`), and `git reset --keep` moves the branch and the files
    (a person's uncommitted edits stay). The index follows the files.
-5. The commits to publish are scanned with capture's secret patterns (one holding a secret is
-   refused, naming the file and the way out), then `git push` - never forced. Refused because
+5. The commits to publish, their files and their messages, are scanned with capture's secret
+   patterns (`memory_agent.kb.publish`: one holding a secret is refused, naming the file or
+   the commit and the way out), then `git push` - never forced. Refused because
    the other side pushed first: the round starts again (three times); refused by the remote's
    own rule (a hook, a protected branch): said so, the commits kept for the next round.
 6. Upstream rewritten (the last upstream commit synced is no longer in its history): nothing
@@ -43,6 +44,7 @@ from memory_agent.kb.entries import ValidationError, parse_entry
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.gitrun import machine_name
 from memory_agent.kb.merging import VARIANTS, Merge
+from memory_agent.kb.publish import SecretFound, check_secrets
 
 __all__ = [
     "REMOTE", "PushRefused", "RemoteUnreachable", "SecretFound", "Syncer", "UpstreamRewritten"
@@ -72,10 +74,6 @@ class PushRefused(RemoteUnreachable):
 
 
 class UpstreamRewritten(Conflict):
-    pass
-
-
-class SecretFound(Invalid):
     pass
 
 
@@ -271,24 +269,6 @@ class Syncer:
             "check the URL, the network and your write access; the next round retries",
         )
 
-    def _check_secrets(self, since: str | None, head: str) -> None:
-        """Refuse to publish commits that hold a secret (capture's patterns). The files each
-        commit adds or changes come from one `git log`, their text from one `git cat-file
-        --batch` (not a process per file: a first push may publish thousands)."""
-        wanted = self.repo.added_or_changed(since, head)
-        for (commit, name), text in zip(wanted, self.repo.blobs(wanted), strict=True):
-            if text and redact(text) != text:
-                raise SecretFound(
-                    f"kb/{name} holds what looks like a secret (commit {commit[:12]}); "
-                    "nothing was pushed",
-                    "take it out of the unpushed commits (README 'Two machines and a "
-                    f"team', 'A secret in a commit'): `git -C {self.kb_dir} branch "
-                    f"rescue-secret HEAD`, then `git -C {self.kb_dir} rebase -i "
-                    f"{since[:12] if since else '--root'}` and edit commit "
-                    f"{commit[:12]} to remove it (writes wait while the rebase runs), "
-                    "then `memory-agent sync`",
-                )
-
     # -- a round ------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         """One round of sync; its report. Raises on an unreachable remote, a secret, or a
@@ -363,7 +343,7 @@ class Syncer:
                     self.repo.git("update-ref", SYNCED_REF, upstream)
                 return report
             if upstream != head:
-                self._check_secrets(upstream, head)
+                check_secrets(self.kb_dir, upstream, head)
                 if not self._push(branch, head):
                     continue  # the other side pushed first: fetch and go again
                 report["pushed"] += self._count(upstream, head)

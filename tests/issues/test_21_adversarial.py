@@ -1,0 +1,40 @@
+"""Issue 21: an adversarial pass over sync and the team KB. Real git repositories in tmp dirs
+(a bare remote and KBs), a real `Syncer`; each test is the regression test of a defect found
+(the round's contract: nothing lost, a clear error with its code and fix, no secret on disk,
+in the output or on the remote, never a force-push)."""
+
+import subprocess
+
+import pytest
+
+from tests.issues.test_21_gitindex import commit, head_of, kb_with_remote
+from tests.memory_agent.helpers import git
+
+TOKEN = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def note(kb, entry_id, body, folder="note"):
+    (kb / folder).mkdir(exist_ok=True)
+    (kb / folder / f"{entry_id}.md").write_text(
+        f"---\nid: {entry_id}\ntitle: {entry_id}\ntype: {folder}\nstatus: active\n"
+        f"created: 2026-11-01T00:00:00Z\n---\n{body}\n"
+    )
+    git(kb, "add", f"{folder}/{entry_id}.md")
+
+
+def test_a_secret_in_a_commit_message_is_never_pushed(tmp_path):
+    """A token pasted into a commit message (a commit by hand) was pushed: only the files were
+    scanned. Fails at the `pytest.raises` (the round pushed) and at the remote's log."""
+    from memory_agent.kb.remote import SecretFound
+
+    kb, remote, syncer = kb_with_remote(tmp_path)
+    since = head_of(kb)
+    note(kb, "rotated", "The deploy token was rotated on Monday.")
+    commit(kb, f"rotate the deploy token (new one: {TOKEN})")
+    with pytest.raises(SecretFound) as caught:
+        syncer.run()
+    assert f"the message of commit {head_of(kb)[:12]}" in caught.value.message
+    assert TOKEN not in caught.value.message + caught.value.fix  # the error does not repeat it
+    assert f"rebase -i {since[:12]}" in caught.value.fix and "reword" in caught.value.fix
+    assert TOKEN not in git(remote, "log", "--all", "--format=%B")
+    assert TOKEN not in (tmp_path / "run" / "remote.json").read_text()

@@ -56,13 +56,23 @@ RESCUE_REFS = "refs/memory-agent/rescue/"
 ROUNDS = 3  # a round restarted (a write meanwhile, a push refused) at most this often
 FETCH_TIMEOUT_S = 120.0
 PRE_EMBED_BATCH = 32  # incoming entries embedded per step (progress moves this often)
-_USERINFO = re.compile(r"(://[^/@:\s]*):[^/@\s]*@")
+_USERINFO = re.compile(r"([A-Za-z][\w+.-]*://)([^/\s]*)@")  # to the last @ before /
 
 
 def shown(text: str | None) -> str:
-    """A remote URL (or git's message naming one) as status and errors show it: a password or
-    token in it masked (git keeps the URL in the KB's config; nothing of ours stores it)."""
-    return _USERINFO.sub(r"\1:***@", text or "")
+    """A remote URL (or git's message naming one) as status and errors show it, its
+    credentials masked (git keeps the URL in the KB's config; nothing of ours stores it): a
+    password, a user name that looks like a token, and over http(s) a user name alone (the
+    token-only form `https://<token>@github.com/...`)."""
+    return _USERINFO.sub(_masked, text or "")
+
+
+def _masked(found: re.Match) -> str:
+    scheme, userinfo = found.group(1), found.group(2)
+    user, colon, _ = userinfo.partition(":")
+    if redact(user) != user or (not colon and scheme.lower().startswith(("http", "ftp"))):
+        user = "***"
+    return f"{scheme}{user}{':***' if colon else ''}@"
 
 
 class RemoteUnreachable(MemoryAgentError):

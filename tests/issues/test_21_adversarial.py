@@ -3,8 +3,6 @@
 (the round's contract: nothing lost, a clear error with its code and fix, no secret on disk,
 in the output or on the remote, never a force-push)."""
 
-import subprocess
-
 import pytest
 
 from tests.issues.test_21_gitindex import commit, head_of, kb_with_remote
@@ -38,3 +36,44 @@ def test_a_secret_in_a_commit_message_is_never_pushed(tmp_path):
     assert f"rebase -i {since[:12]}" in caught.value.fix and "reword" in caught.value.fix
     assert TOKEN not in git(remote, "log", "--all", "--format=%B")
     assert TOKEN not in (tmp_path / "run" / "remote.json").read_text()
+
+
+@pytest.mark.parametrize(
+    "url, shown_as",
+    [
+        (f"https://{TOKEN}@127.0.0.1:9/memory.git", "https://***@127.0.0.1:9/memory.git"),
+        (f"https://{TOKEN}:x-oauth-basic@127.0.0.1:9/m.git", "https://***:***@127.0.0.1:9/m.git"),
+        (f"https://me:p@ss{TOKEN}@127.0.0.1:9/m.git", "https://me:***@127.0.0.1:9/m.git"),
+    ],
+)
+def test_a_token_in_any_part_of_the_remote_urls_userinfo_is_never_shown_or_stored(
+    tmp_path, url, shown_as
+):
+    """GitHub's token-only form (`https://<token>@github.com/...`, no password) was printed by
+    `remote set`, `remote`/`status` and stored in run/remote.json with every failed round:
+    only `user:password@` was masked (and a password holding `@` kept its tail). Fails at
+    the first `TOKEN not in` (the set reply)."""
+    from memory_agent.kb.gitrepo import KBRepo
+    from memory_agent.kb.remote import RemoteUnreachable, Syncer
+
+    kb = tmp_path / "kb"
+    KBRepo.init(kb)
+    syncer = Syncer(kb, tmp_path / "run", None, refresh=lambda paths: None)
+    set_ = syncer.set_url(url)  # nothing listens on port 9
+    assert TOKEN not in set_["remote"] and set_["remote"] == shown_as
+    with pytest.raises(RemoteUnreachable) as caught:
+        syncer.run()
+    assert TOKEN not in caught.value.message + caught.value.fix
+    said = str(syncer.status()) + (tmp_path / "run" / "remote.json").read_text()
+    assert TOKEN not in said and "ss" + TOKEN[:4] not in said
+    assert syncer.url() == url  # git's config keeps it (credentials are git's business)
+
+
+def test_a_user_name_without_a_password_in_an_ssh_url_is_shown():
+    from memory_agent.kb.remote import shown
+
+    assert shown("ssh://git@example.com/me/memory.git") == "ssh://git@example.com/me/memory.git"
+    assert shown("git@example.com:me/memory.git") == "git@example.com:me/memory.git"
+    assert shown("fatal: unable to access 'https://me:pw@h/x.git/': 403") == (
+        "fatal: unable to access 'https://me:***@h/x.git/': 403"
+    )

@@ -1,7 +1,9 @@
 """What a round of sync may publish (`memory_agent.kb.remote`): the commits to push are
 scanned with capture's secret patterns (`capture.redact`) - the files each commit adds or
 changes, and each commit's message (a token pasted into `git commit -m` travels as far as
-a file's) - and one holding a secret is refused, naming the commit and the way out.
+a file's) - and one holding a secret is refused, naming the commit and the way out. Nor
+does a round publish while git is mid-rebase (merge, cherry-pick...) in the KB or its HEAD is
+detached: the branch then still holds the commits a person is rewriting.
 docs/adr/0016-sync-through-a-git-remote.md.
 """
 
@@ -10,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from memory_agent.capture.redact import redact
-from memory_agent.errors import Invalid
+from memory_agent.errors import Invalid, RepoBusy
 from memory_agent.kb.gitrepo import KBRepo
 
-__all__ = ["SecretFound", "check_secrets"]
+__all__ = ["SecretFound", "check_quiet", "check_secrets"]
 
 
 class SecretFound(Invalid):
@@ -53,3 +55,15 @@ def check_secrets(kb_dir: Path, since: str | None, head: str) -> None:
                 f"`git -C {kb_dir} rebase -i {base}` and reword commit {commit[:12]} "
                 "(writes wait while the rebase runs), then `memory-agent sync`",
             )
+
+
+def check_quiet(kb_dir: Path) -> None:
+    """Refuse a round (`RepoBusy`, naming the state and the git command that ends it) while
+    git is mid-rebase, merge, cherry-pick, revert or bisect in the KB, its HEAD is detached or
+    another branch is checked out: the branch still holds what the person is rewriting (a
+    push now publishes the commit a `rebase -i` is dropping), and a move would be lost."""
+    try:
+        KBRepo(kb_dir).check_writable()
+    except RepoBusy as exc:
+        raise RepoBusy(f"no round of sync ran (nothing pulled or pushed): {exc.message}",
+                       exc.fix) from None  # fmt: skip

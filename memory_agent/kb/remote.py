@@ -44,7 +44,7 @@ from memory_agent.kb.entries import ValidationError, parse_entry
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.gitrun import machine_name
 from memory_agent.kb.merging import VARIANTS, Merge
-from memory_agent.kb.publish import SecretFound, check_secrets
+from memory_agent.kb.publish import SecretFound, check_quiet, check_secrets
 
 __all__ = [
     "REMOTE", "PushRefused", "RemoteUnreachable", "SecretFound", "Syncer", "UpstreamRewritten"
@@ -309,6 +309,7 @@ class Syncer:
                                   "renamed": [], "forks": [], "variants": [], "joined": False}  # fmt: skip
         for _ in range(ROUNDS):
             self._fetch(branch)
+            check_quiet(self.kb_dir)  # not while a person rewrites the branch (a rebase...)
             upstream = self._rev(f"refs/remotes/{REMOTE}/{branch}")
             local = self._rev(f"refs/heads/{branch}")
             if local is None:
@@ -353,6 +354,7 @@ class Syncer:
                     self.repo.git("update-ref", SYNCED_REF, upstream)
                 return report
             if upstream != head:
+                check_quiet(self.kb_dir)  # (a rebase started meanwhile)
                 check_secrets(self.kb_dir, upstream, head)
                 if not self._push(branch, head):
                     continue  # the other side pushed first: fetch and go again

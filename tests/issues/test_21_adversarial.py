@@ -3,6 +3,8 @@
 (the round's contract: nothing lost, a clear error with its code and fix, no secret on disk,
 in the output or on the remote, never a force-push)."""
 
+import subprocess
+
 import pytest
 
 from tests.issues.test_21_gitindex import commit, head_of, kb_with_remote
@@ -77,3 +79,45 @@ def test_a_user_name_without_a_password_in_an_ssh_url_is_shown():
     assert shown("fatal: unable to access 'https://me:pw@h/x.git/': 403") == (
         "fatal: unable to access 'https://me:***@h/x.git/': 403"
     )
+
+
+def test_a_round_during_a_rebase_pushes_nothing_and_names_it(tmp_path):
+    """A person mid `git rebase -i` (dropping a commit they do not want published): the round
+    found the branch ahead and pushed the very commits being rewritten - after which dropping
+    them here publishes nothing less. Fails at the `pytest.raises` (the round pushed 2)."""
+    import os
+
+    from memory_agent.errors import RepoBusy
+
+    kb, remote, syncer = kb_with_remote(tmp_path)
+    published = git(remote, "rev-parse", "HEAD").strip()
+    note(kb, "kept", "A note to keep.")
+    commit(kb, "kept")
+    note(kb, "private", "A note its writer is taking out before it is published.")
+    commit(kb, "private")
+    head = head_of(kb)
+    env = dict(os.environ, GIT_SEQUENCE_EDITOR="sed -i -e '2s/^pick/edit/'")
+    subprocess.run(["git", "-C", str(kb), "-c", "user.name=p", "-c", "user.email=p@x",
+                    "rebase", "-q", "-i", "HEAD~2"], env=env, check=True, capture_output=True)  # fmt: skip
+    with pytest.raises(RepoBusy) as caught:
+        syncer.run()
+    assert "in the middle of a rebase" in caught.value.message
+    assert "nothing pulled or pushed" in caught.value.message
+    assert "git rebase --continue` or `git rebase --abort" in caught.value.fix
+    assert git(remote, "rev-parse", "HEAD").strip() == published  # nothing went out
+    assert syncer.status()["last_error"]["code"] == "conflict"
+    subprocess.run(["git", "-C", str(kb), "rebase", "--abort"], check=True)
+    assert head_of(kb) == head  # nothing lost; the next round pushes
+    assert syncer.run()["pushed"] == 2
+
+
+def test_a_round_on_a_detached_head_refuses_naming_it(tmp_path):
+    from memory_agent.errors import RepoBusy
+
+    kb, remote, syncer = kb_with_remote(tmp_path)
+    note(kb, "one", "The first note.")
+    commit(kb, "one")
+    git(kb, "checkout", "-q", "--detach", "HEAD")
+    with pytest.raises(RepoBusy) as caught:
+        syncer.run()
+    assert "detached HEAD" in caught.value.message and "checkout" in caught.value.fix

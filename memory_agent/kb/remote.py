@@ -45,6 +45,7 @@ from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.gitrun import machine_name
 from memory_agent.kb.merging import VARIANTS, Merge
 from memory_agent.kb.publish import SecretFound, check_quiet, check_secrets
+from memory_agent.kb.upstream import check_missing_branch
 
 __all__ = [
     "REMOTE", "PushRefused", "RemoteUnreachable", "SecretFound", "Syncer", "UpstreamRewritten"
@@ -238,8 +239,9 @@ class Syncer:
             ) from exc
         if proc.returncode != 0:
             err = proc.stderr.strip()
-            if "couldn't find remote ref" in err:
-                return  # an empty remote: nothing to fetch, the push creates the branch
+            if "couldn't find remote ref" in err:  # an empty remote (the push creates it)?
+                return check_missing_branch(self.kb_dir, REMOTE, branch, shown(self.url()),
+                                            self._rev(SYNCED_REF) is not None, FETCH_TIMEOUT_S)  # fmt: skip
             raise RemoteUnreachable(
                 f"cannot fetch from {shown(self.url())}: "
                 f"{shown(err.splitlines()[-1]) if err else 'failed'}",

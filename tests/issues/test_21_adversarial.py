@@ -121,3 +121,72 @@ def test_a_round_on_a_detached_head_refuses_naming_it(tmp_path):
     with pytest.raises(RepoBusy) as caught:
         syncer.run()
     assert "detached HEAD" in caught.value.message and "checkout" in caught.value.fix
+
+
+def two_kbs_on_branches(tmp_path, first: str, second: str):
+    """Two machines' KBs made by `git init` under different `init.defaultBranch` settings
+    (`main` on one, git's own `master` on the other), both with an entry of their own."""
+    import threading
+
+    from memory_agent.kb.gitrepo import KBRepo
+    from memory_agent.kb.remote import Syncer
+
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    out = []
+    for name, branch in (("a", first), ("b", second)):
+        kb = tmp_path / name / "kb"
+        kb.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", "-b", branch, str(kb)], check=True)
+        KBRepo.init(kb)
+        note(kb, f"from-{name}", f"Written on machine {name}.")
+        commit(kb, f"from {name}")
+        syncer = Syncer(kb, tmp_path / name / "run", threading.RLock(), refresh=lambda p: None)
+        syncer.set_url(str(remote))
+        out.append((kb, syncer))
+    return remote, out
+
+
+def test_a_remote_without_this_kbs_branch_is_refused_not_given_a_second_branch(tmp_path):
+    """One machine's git made `main`, the other's `master`: each round pushed its own branch,
+    both said ahead 0 / behind 0, and the two machines never saw each other's entries.
+    Fails at the `pytest.raises` (the second machine's round pushed `master`)."""
+    from memory_agent.errors import Conflict
+
+    remote, [(kb_a, a), (kb_b, b)] = two_kbs_on_branches(tmp_path, "main", "master")
+    a.run()
+    with pytest.raises(Conflict) as caught:
+        b.run()
+    assert "has no branch master" in caught.value.message and "main" in caught.value.message
+    assert git(remote, "for-each-ref", "--format=%(refname)").split() == ["refs/heads/main"]
+    # the fix it names works, and both machines then hold both entries
+    fix = caught.value.fix
+    assert f"git -C {kb_b} branch -m master main" in fix
+    assert f"git -C {kb_b} config memory-agent.branch main" in fix
+    git(kb_b, "branch", "-m", "master", "main")
+    git(kb_b, "config", "memory-agent.branch", "main")
+    assert b.run()["replayed"] == 1
+    a.run()
+    for kb in (kb_a, kb_b):
+        assert (kb / "note" / "from-a.md").exists() and (kb / "note" / "from-b.md").exists()
+
+
+def test_a_branch_renamed_on_the_remote_is_not_recreated_under_its_old_name(tmp_path):
+    """Someone renamed the shared branch on the remote (`master` -> `trunk`): the next round
+    found `master` missing, took the remote for an empty one and pushed `master` again -
+    from then on the team's machines wrote to two branches. Fails at the `pytest.raises`."""
+    from memory_agent.errors import Conflict
+
+    remote, [(kb_a, a), (kb_b, b)] = two_kbs_on_branches(tmp_path, "master", "master")
+    a.run()
+    b.run()
+    git(remote, "branch", "-m", "master", "trunk")
+    git(remote, "symbolic-ref", "HEAD", "refs/heads/trunk")
+    note(kb_b, "later", "Written after the rename.")
+    commit(kb_b, "later")
+    head = head_of(kb_b)
+    with pytest.raises(Conflict) as caught:
+        b.run()
+    assert "master" in caught.value.message and "trunk" in caught.value.message
+    assert git(remote, "for-each-ref", "--format=%(refname)").split() == ["refs/heads/trunk"]
+    assert head_of(kb_b) == head  # nothing moved, nothing lost

@@ -2,8 +2,9 @@
 `memory_agent.kb.remote`). Deterministic, nothing lost, no conflict marker ever written:
 
 - the same change on both sides, or a file only this side changed: taken as is;
-- the same new id created on both sides with different content: both kept, this side's under
-  a new id (`<id>-2`...), and every later link of this side's to it rewritten; reported;
+- the same new id created on both sides with different content (in one type folder or in
+  two: `fact/x.md` and `note/x.md`): both kept, this side's under a new id (`<id>-2`...), and
+  every later link of this side's to it rewritten; reported;
 - supersede and supersede of one entry: both successors stay active and the old entry's
   `superseded_by` lists both - a fork, reported for a person to resolve;
 - supersede and archive of one entry: it ends superseded, the archive's reason and time kept
@@ -77,6 +78,11 @@ class Merge:
                 path.unlink()
                 return [name]
             return []
+        if before is None and theirs is None and self._taken_elsewhere(name):
+            try:  # the same new id under another type folder upstream: a twin all the same
+                return self._rename(name, after, parse_entry(after, name))
+            except ValidationError:
+                return self._variant(name, after, "its id is taken in another type folder")
         if theirs is None or theirs == before:
             self._write(name, after)
             return [name]
@@ -115,6 +121,10 @@ class Merge:
     def _is_entry(self, name: str) -> bool:
         parts = name.split("/")
         return len(parts) == 2 and parts[0] in ENTRY_TYPES and parts[1].endswith(".md")
+
+    def _taken_elsewhere(self, name: str) -> bool:
+        """Whether the entry file `name` (not in the tree) has its id in another type folder."""
+        return self._is_entry(name) and name_taken(self.tree, name.split("/")[1][:-3])
 
     def _write(self, name: str, text: str) -> None:
         path = self.tree / name

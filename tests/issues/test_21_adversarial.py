@@ -190,3 +190,31 @@ def test_a_branch_renamed_on_the_remote_is_not_recreated_under_its_old_name(tmp_
     assert "master" in caught.value.message and "trunk" in caught.value.message
     assert git(remote, "for-each-ref", "--format=%(refname)").split() == ["refs/heads/trunk"]
     assert head_of(kb_b) == head  # nothing moved, nothing lost
+
+
+def test_the_same_new_id_in_two_type_folders_is_kept_twice_under_two_ids(tmp_path):
+    """One machine wrote `fact/deploy-window.md`, the other `note/deploy-window.md` (the same
+    title, another type): the replay kept both files under one id, so the scan served one
+    and reported the other as a duplicate. Fails at `renamed` (empty) and at the file list."""
+    remote, [(kb_a, a), (kb_b, b)] = two_kbs_on_branches(tmp_path, "main", "main")
+    a.run()
+    b.run()
+    note(kb_a, "deploy-window", "Deploys happen on Tuesdays.", folder="fact")
+    commit(kb_a, "fact")
+    a.run()
+    note(kb_b, "deploy-window", "The deploy window is Thursday 14:00.")
+    (kb_b / "note" / "on-deploys.md").write_text(
+        "---\nid: on-deploys\ntitle: On deploys\ntype: note\nstatus: active\n"
+        "created: 2026-11-01T00:00:00Z\n---\nSee [[deploy-window]].\n"
+    )
+    git(kb_b, "add", "note")
+    commit(kb_b, "note")
+    report = b.run()
+    assert report["renamed"] == [{"id": "deploy-window", "replayed_as": "deploy-window-2"}]
+    entries = sorted(str(p.relative_to(kb_b)) for p in kb_b.glob("*/*.md"))
+    assert entries == ["fact/deploy-window.md", "note/deploy-window-2.md", "note/from-a.md",
+                       "note/from-b.md", "note/on-deploys.md"]  # fmt: skip
+    moved = (kb_b / "note" / "deploy-window-2.md").read_text()
+    assert "id: deploy-window-2" in moved and "Thursday 14:00" in moved
+    assert "[[deploy-window-2]]" in (kb_b / "note" / "on-deploys.md").read_text()
+    assert "Tuesdays" in (kb_b / "fact" / "deploy-window.md").read_text()  # upstream's stays

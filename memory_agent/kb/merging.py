@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from memory_agent.errors import Invalid
 from memory_agent.kb.entries import (
     ENTRY_TYPES,
     Entry,
@@ -69,7 +70,7 @@ class Merge:
         """Apply this side's change of `name` (`before` -> `after`; None: absent) to the tree;
         the paths (relative to the tree) it wrote."""
         name, before, after = self._renamed(name, before), self._relink(before), self._relink(after)
-        path = self.tree / name
+        path = self._unlinked(name)
         theirs = path.read_text(encoding="utf-8") if path.is_file() else None
         if after == theirs:
             return []
@@ -126,8 +127,26 @@ class Merge:
         """Whether the entry file `name` (not in the tree) has its id in another type folder."""
         return self._is_entry(name) and name_taken(self.tree, name.split("/")[1][:-3])
 
+    def _unlinked(self, name: str) -> Path:
+        """The tree's path of `name`, refused (`Invalid`) when it or a folder on the way is a
+        symbolic link upstream brought in: never read, written or removed through one (it
+        may point anywhere on this machine)."""
+        at = self.tree
+        for part in name.split("/"):
+            at = at / part
+            if at.is_symlink():
+                link = str(at.relative_to(self.tree))
+                raise Invalid(
+                    f"sync: upstream's kb/{link} is a symbolic link, and this machine's commits "
+                    f"write kb/{name} through it; a link in the KB is never followed, so "
+                    "nothing was pulled or pushed (every local commit is kept)",
+                    f"replace the link in the shared repository by a folder or file (`git rm "
+                    f"{link}`, commit and push, in any clone of it), then `memory-agent sync`",
+                )
+        return at
+
     def _write(self, name: str, text: str) -> None:
-        path = self.tree / name
+        path = self._unlinked(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
 

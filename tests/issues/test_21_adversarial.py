@@ -218,3 +218,38 @@ def test_the_same_new_id_in_two_type_folders_is_kept_twice_under_two_ids(tmp_pat
     assert "id: deploy-window-2" in moved and "Thursday 14:00" in moved
     assert "[[deploy-window-2]]" in (kb_b / "note" / "on-deploys.md").read_text()
     assert "Tuesdays" in (kb_b / "fact" / "deploy-window.md").read_text()  # upstream's stays
+
+
+def test_a_folder_upstream_made_a_symbolic_link_is_never_written_through(tmp_path):
+    """Upstream turned a type folder into a symbolic link (`fact -> <a folder elsewhere>`):
+    the replay of this machine's commits wrote its entries through it, outside the KB, read
+    what was there as upstream's version, then failed on `git add` naming a temporary folder
+    - at every round. Fails at the folder outside (it gains `newfact.md`) and the error."""
+    import os
+
+    from memory_agent.errors import Invalid
+
+    remote, [(kb_a, a), (kb_b, b)] = two_kbs_on_branches(tmp_path, "main", "main")
+    a.run()
+    b.run()
+    a.run()  # both on one history: a's link is pushed as it is, not replayed
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.md").write_text("not the KB's\n")
+    os.symlink(str(outside), kb_a / "fact")
+    git(kb_a, "add", "fact")
+    commit(kb_a, "a folder that is a link")
+    a.run()
+    note(kb_b, "keep", "This side's fact.", folder="fact")
+    note(kb_b, "newfact", "Another fact of this side.", folder="fact")
+    commit(kb_b, "facts")
+    head = head_of(kb_b)
+    with pytest.raises(Invalid) as caught:
+        b.run()
+    assert sorted(os.listdir(outside)) == ["keep.md"]
+    assert (outside / "keep.md").read_text() == "not the KB's\n"
+    assert "kb/fact is a symbolic link" in caught.value.message
+    assert "nothing was pulled or pushed" in caught.value.message
+    assert "git rm fact" in caught.value.fix
+    assert head_of(kb_b) == head and (kb_b / "fact" / "newfact.md").is_file()  # nothing lost
+    assert b.status()["last_error"]["code"] == "invalid"

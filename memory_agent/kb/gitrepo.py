@@ -282,9 +282,10 @@ class KBRepo:
 
     def added_or_changed(self, since: str | None, head: str) -> list[tuple[str, str]]:
         """(commit, path) of each file the commits from `since` (exclusive; None: the root) to
-        `head` add or change, from one `git log` (deletions are not listed)."""
+        `head` add or change - a link made a file (or the reverse) included: git calls that a
+        type change - from one `git log` (deletions are not listed)."""
         span = [head, "--not", since] if since else [head]
-        listed = self.git("log", "-z", "--no-renames", "--no-show-signature", "--diff-filter=AM",
+        listed = self.git("log", "-z", "--no-renames", "--no-show-signature", "--diff-filter=AMT",
                           "--name-only", "--format=commit %H", *span)  # fmt: skip
         out: list[tuple[str, str]] = []
         commit = ""

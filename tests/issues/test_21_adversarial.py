@@ -253,3 +253,27 @@ def test_a_folder_upstream_made_a_symbolic_link_is_never_written_through(tmp_pat
     assert "git rm fact" in caught.value.fix
     assert head_of(kb_b) == head and (kb_b / "fact" / "newfact.md").is_file()  # nothing lost
     assert b.status()["last_error"]["code"] == "invalid"
+
+
+def test_a_secret_in_a_file_that_was_a_symbolic_link_is_never_pushed(tmp_path):
+    """An entry file that was a link, replaced by a real file holding a token: git calls that
+    a type change (`T`), which the scan's `--diff-filter=AM` left out, and the token was
+    pushed. Fails at the `pytest.raises`."""
+    import os
+
+    from memory_agent.kb.remote import SecretFound
+
+    kb, remote, syncer = kb_with_remote(tmp_path)
+    (kb / "note").mkdir()
+    os.symlink("elsewhere.md", kb / "note" / "x.md")
+    git(kb, "add", "note/x.md")
+    commit(kb, "a link")
+    syncer.run()
+    (kb / "note" / "x.md").unlink()
+    (kb / "note" / "x.md").write_text(f"---\nid: x\n---\nthe token {TOKEN}\n")
+    git(kb, "add", "note/x.md")
+    commit(kb, "the link made a file")
+    with pytest.raises(SecretFound) as caught:
+        syncer.run()
+    assert "kb/note/x.md holds what looks like a secret" in caught.value.message
+    assert TOKEN not in git(remote, "log", "--all", "-p")

@@ -397,9 +397,14 @@ class Syncer:
                 return None
             self.repo.check_writable()
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
-            self.repo.git("update-ref", f"{RESCUE_REFS}{stamp}-{local[:12]}", local)
+            rescue = f"{RESCUE_REFS}{stamp}-{local[:12]}"
+            self.repo.git("update-ref", rescue, local)
             changed = self.repo.git("diff", "--name-only", "--no-renames", local, head).split()
-            self.repo.git("reset", "-q", "--keep", head)
+            try:
+                self.repo.move_to(head)
+            except Conflict:  # an uncommitted edit in the way: nothing moved, no rescue needed
+                self.repo.git("update-ref", "-d", rescue)
+                raise
             report.setdefault("moves", []).append(why)
             self.refresh([self.kb_dir / name for name in changed])  # exactly those files
         return head

@@ -277,3 +277,34 @@ def test_a_secret_in_a_file_that_was_a_symbolic_link_is_never_pushed(tmp_path):
         syncer.run()
     assert "kb/note/x.md holds what looks like a secret" in caught.value.message
     assert TOKEN not in git(remote, "log", "--all", "-p")
+
+
+def test_an_uncommitted_edit_in_the_way_of_a_pull_is_named_with_its_fix(tmp_path):
+    """A person's uncommitted edit of a file upstream changed: `git reset --keep` refuses (the
+    edit is kept), but the round failed as `git` with "run the command by hand", and each
+    blocked round (the daemon's, every interval) left one more rescue ref. Fails at the
+    code (`git`, not `conflict`)."""
+    from memory_agent.errors import Conflict
+
+    remote, [(kb_a, a), (kb_b, b)] = two_kbs_on_branches(tmp_path, "main", "main")
+    a.run()
+    b.run()
+    a.run()
+    path_a, path_b = kb_a / "note" / "from-a.md", kb_b / "note" / "from-a.md"
+    path_a.write_text(path_a.read_text() + "A line added on a.\n")
+    git(kb_a, "add", "-A")
+    commit(kb_a, "edit on a")
+    a.run()
+    path_b.write_text(path_b.read_text() + "An edit on b, not committed yet.\n")
+    head = head_of(kb_b)
+    rescues = git(kb_b, "for-each-ref", "refs/memory-agent/rescue/")
+    for _ in range(2):
+        with pytest.raises(Conflict) as caught:
+            b.run()
+    assert "note/from-a.md" in caught.value.message and "uncommitted" in caught.value.message
+    assert f"git -C {kb_b} stash" in caught.value.fix
+    assert head_of(kb_b) == head and "not committed yet" in path_b.read_text()  # kept
+    assert git(kb_b, "for-each-ref", "refs/memory-agent/rescue/") == rescues
+    git(kb_b, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qam", "b's edit")
+    b.run()  # the fix works: both edits are in the KB (the text edits of one entry: a variant)
+    assert "A line added on a." in path_b.read_text()

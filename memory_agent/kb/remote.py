@@ -399,7 +399,7 @@ class Syncer:
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
             rescue = f"{RESCUE_REFS}{stamp}-{local[:12]}"
             self.repo.git("update-ref", rescue, local)
-            changed = self.repo.git("diff", "--name-only", "--no-renames", local, head).split()
+            changed = self.repo.changed_between(local, head) or []  # (-z: any file name)
             try:
                 self.repo.move_to(head)
             except Conflict:  # an uncommitted edit in the way: nothing moved, no rescue needed
@@ -448,11 +448,10 @@ class Syncer:
             for commit in commits:
                 parent = self.repo.git("rev-parse", "-q", "--verify", f"{commit}^",
                                        check=False).strip() or None  # fmt: skip
-                changed = self.repo.git("diff-tree", "-r", "--root", "--no-commit-id",
-                                        "--name-status", "--no-renames", commit).splitlines()  # fmt: skip
+                listed = self.repo.git("diff-tree", "-r", "-z", "--root", "--no-commit-id",
+                                       "--name-status", "--no-renames", commit).split("\0")[:-1]  # fmt: skip
                 touched: list[str] = []
-                for line in changed:
-                    status, _, name = line.partition("\t")
+                for status, name in zip(listed[0::2], listed[1::2], strict=True):  # -z: unquoted
                     before = self.repo.show(parent, name) if parent else None
                     after = None if status == "D" else self.repo.show(commit, name)
                     touched += merge.apply(name, before, after)

@@ -308,3 +308,25 @@ def test_an_uncommitted_edit_in_the_way_of_a_pull_is_named_with_its_fix(tmp_path
     git(kb_b, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qam", "b's edit")
     b.run()  # the fix works: both edits are in the KB (the text edits of one entry: a variant)
     assert "A line added on a." in path_b.read_text()
+
+
+def test_a_file_with_a_non_ascii_name_survives_the_replay(tmp_path):
+    """A file named by hand `note/café.md` in an unpushed commit: git quotes such a path in
+    `diff-tree` (`"note/caf\\303\\251.md"`), the replay read no such file, took it for a
+    deletion and dropped it - the move then removed it from the KB and it was never pushed
+    (only the rescue ref still held it). Fails at the file list."""
+    remote, [(kb_a, a), (kb_b, b)] = two_kbs_on_branches(tmp_path, "main", "main")
+    a.run()
+    for name, entry_id in (("café.md", "cafe"), ("会议.md", "meeting"), ("my notes.md", "my")):
+        (kb_b / "note" / name).write_text(
+            f"---\nid: {entry_id}\ntitle: {entry_id}\ntype: note\nstatus: active\n"
+            f"created: 2026-11-01T00:00:00Z\n---\nWritten by hand: {name}.\n"
+        )
+    git(kb_b, "add", "-A")
+    commit(kb_b, "files named by hand")
+    assert b.run()["replayed"] == 2  # (b's first entry, then these)
+    names = ["café.md", "from-a.md", "from-b.md", "my notes.md", "会议.md"]
+    assert sorted(p.name for p in (kb_b / "note").iterdir()) == names
+    published = git(remote, "-c", "core.quotePath=false", "ls-tree", "-r", "--name-only", "main")
+    assert sorted(n.split("/")[1] for n in published.split("\n") if n) == names
+    assert "Written by hand: café.md." in (kb_b / "note" / "café.md").read_text()

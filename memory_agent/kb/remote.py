@@ -45,7 +45,7 @@ from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.gitrun import machine_name
 from memory_agent.kb.merging import VARIANTS, Merge
 from memory_agent.kb.publish import SecretFound, check_quiet, check_secrets
-from memory_agent.kb.upstream import check_missing_branch
+from memory_agent.kb.upstream import check_missing_branch, set_remote
 
 __all__ = [
     "REMOTE", "PushRefused", "RemoteUnreachable", "SecretFound", "Syncer", "UpstreamRewritten"
@@ -126,9 +126,7 @@ class Syncer:
     def set_url(self, url: str) -> dict[str, Any]:
         if not isinstance(url, str) or not url.strip() or "\n" in url:
             raise Invalid(f"remote: {url!r} is not a URL", "pass a path, an ssh or an https URL")
-        repo = self.repo
-        verb = "set-url" if self.url() else "add"
-        repo.git("remote", verb, REMOTE, url.strip())
+        set_remote(self.kb_dir, REMOTE, url.strip(), self.url(), self.branch(), SYNCED_REF)
         self._save({**self.record(), "stopped": None})  # the URL itself stays git's
         return {"remote": shown(url.strip()), "branch": self.branch()}
 

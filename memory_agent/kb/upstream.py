@@ -4,7 +4,10 @@ remote that holds other branches is not - the machines would write to two branch
 round saying ahead 0 / behind 0, and never see each other's entries. That happens when two
 machines' git made the KB under different default branches (`main` and git's own `master`),
 or when someone renamed or deleted the shared branch on the remote. The round then refuses,
-naming the remote's branches and how to follow one. docs/adr/0016-sync-through-a-git-remote.md.
+naming the remote's branches and how to follow one. An empty remote is compared with nothing
+(not with what the remote-tracking branch last held: a remote moved to or wiped gets every
+commit pushed), and `remote set` to another URL forgets what the KB knew of the old remote.
+docs/adr/0016-sync-through-a-git-remote.md.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ import subprocess
 from pathlib import Path
 
 from memory_agent.errors import Conflict, GitError
+from memory_agent.kb.gitrepo import KBRepo
 
-__all__ = ["check_missing_branch"]
+__all__ = ["check_missing_branch", "set_remote"]
 
 
 def check_missing_branch(
@@ -42,8 +46,9 @@ def check_missing_branch(
             default = ref[len("ref: refs/heads/") :]
         elif name.startswith("refs/heads/"):
             heads.append(name[len("refs/heads/") :])
-    if not heads:
-        return  # an empty remote: the push creates the branch
+    if not heads:  # an empty remote: the push creates the branch, with every commit
+        KBRepo(kb_dir).git("update-ref", "-d", f"refs/remotes/{remote}/{branch}", check=False)
+        return
     if default not in heads:
         default = "main" if "main" in heads else heads[0]
     others = ", ".join([default, *sorted(h for h in heads if h != default)][:5])
@@ -61,3 +66,18 @@ def check_missing_branch(
         f"sync` (this machine's commits are replayed onto it); or, to publish this KB as the "
         f"branch {branch} on purpose, `git -C {kb_dir} push origin {branch}`",
     )
+
+
+def set_remote(
+    kb_dir: Path, remote: str, url: str, old: str | None, branch: str, synced: str
+) -> None:
+    """Point the KB's `remote` at `url`. Another URL than before (a move to a new server,
+    another repository) forgets what the KB knew of the old one: its remote-tracking branch
+    (a new, empty remote looked synced - nothing pushed, ahead 0 / behind 0) and the commit
+    last synced, `synced` (another repository's history looked like the old one rewritten:
+    sync stopped). The same URL again keeps both: the guard against a rewrite stays."""
+    repo = KBRepo(kb_dir)
+    repo.git("remote", "set-url" if old else "add", remote, url)
+    if old is not None and old != url:
+        repo.git("update-ref", "-d", f"refs/remotes/{remote}/{branch}", check=False)
+        repo.git("update-ref", "-d", synced, check=False)

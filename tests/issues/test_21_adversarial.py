@@ -330,3 +330,45 @@ def test_a_file_with_a_non_ascii_name_survives_the_replay(tmp_path):
     published = git(remote, "-c", "core.quotePath=false", "ls-tree", "-r", "--name-only", "main")
     assert sorted(n.split("/")[1] for n in published.split("\n") if n) == names
     assert "Written by hand: café.md." in (kb_b / "note" / "café.md").read_text()
+
+
+def test_moving_to_a_new_empty_remote_pushes_everything(tmp_path):
+    """`remote set NEW_URL` (a move to another server), the new repository empty: the round
+    compared with the old remote's tracking branch, found nothing ahead, pushed nothing and
+    said ahead 0 / behind 0 - a machine joining the new remote got an empty KB. Fails at
+    `pushed` (0) and at the new remote's refs."""
+    kb, remote, syncer = kb_with_remote(tmp_path)
+    note(kb, "one", "An entry pushed to the old remote.")
+    commit(kb, "one")
+    syncer.run()
+    new = tmp_path / "new.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(new)], check=True)
+    syncer.set_url(str(new))
+    assert syncer.run()["pushed"] == 2  # init's commit and the entry
+    branch = syncer.branch()
+    assert git(new, "rev-parse", f"refs/heads/{branch}").strip() == head_of(kb)
+    status = syncer.status()
+    assert (status["ahead"], status["behind"]) == (0, 0)
+
+
+def test_moving_to_a_remote_with_another_history_joins_it_not_a_rewrite_stop(tmp_path):
+    """`remote set` to another repository that holds entries of its own: the first round took
+    it for the old remote rewritten ("find out who rewrote it") and stopped sync until a
+    person deleted a ref by hand. It now joins it as any first sync does. Fails at the round
+    (`UpstreamRewritten`)."""
+    kb, remote, syncer = kb_with_remote(tmp_path)
+    note(kb, "mine", "An entry of this machine.")
+    commit(kb, "mine")
+    syncer.run()
+    other_remote, [(other_kb, other), _] = two_kbs_on_branches(tmp_path / "o", "main", "main")
+    other.run()
+    git(kb, "branch", "-m", syncer.branch(), "main")
+    git(kb, "config", "memory-agent.branch", "main")
+    syncer.set_url(str(other_remote))
+    report = syncer.run()
+    assert report["replayed"] >= 1 and report["pushed"] >= 1
+    assert (kb / "note" / "from-a.md").is_file() and (kb / "note" / "mine.md").is_file()
+    # setting the same URL again keeps the guard against a rewritten upstream
+    synced = git(kb, "rev-parse", "refs/memory-agent/synced").strip()
+    syncer.set_url(str(other_remote))
+    assert git(kb, "rev-parse", "refs/memory-agent/synced").strip() == synced

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from tests.issues.test_21_gitindex import commit, head_of, kb_with_remote
+from tests.issues.test_21_team import homes  # noqa: F401 (a fixture)
 from tests.memory_agent.helpers import git
 
 TOKEN = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
@@ -372,3 +373,31 @@ def test_moving_to_a_remote_with_another_history_joins_it_not_a_rewrite_stop(tmp
     synced = git(kb, "rev-parse", "refs/memory-agent/synced").strip()
     syncer.set_url(str(other_remote))
     assert git(kb, "rev-parse", "refs/memory-agent/synced").strip() == synced
+
+
+def test_a_team_clone_deleted_by_hand_leaves_status_and_the_other_kbs_sync_working(homes):  # noqa: F811
+    """`rm -rf <home>/kbs/team` (instead of `kb remove`): `memory-agent status`, `remote` and
+    `sync` all failed as `git` ("... is not a git repository", fix "run `memory-agent init`"),
+    so no KB of the home synced any more. Fails at the status call (exit 2)."""
+    import shutil
+
+    a, _, remote = homes
+    personal_remote = remote.parent / "personal.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(personal_remote)], check=True)
+    a.cli("remote", "set", str(personal_remote))
+    a.cli("kb", "add", "team", str(remote))
+    a.add_to("team", "A team entry", "Some team text for the test.")
+    a.sync()
+    shutil.rmtree(a.team)
+    _, status = a.cli("status")
+    team = status["remote"]["kbs"][0]
+    assert team["kb"] == "team" and team["error"]["code"] == "not_found"
+    assert "memory-agent kb remove team" in team["error"]["fix"]
+    mine = a.add("Written after the clone went", "A personal entry the round still pushes.")
+    err = a.error("sync")  # the personal round runs; the command fails naming the team KB
+    assert err["code"] == "not_found" and "kb team" in err["message"]
+    assert mine in git(personal_remote, "log", "--all", "--format=%s")
+    assert a.error("sync", "--kb", "team")["code"] == "not_found"
+    _, removed = a.cli("kb", "remove", "team")  # the fix works
+    assert removed["removed"] is True
+    assert a.cli("sync")[0] == 0

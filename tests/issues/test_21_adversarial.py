@@ -401,3 +401,31 @@ def test_a_team_clone_deleted_by_hand_leaves_status_and_the_other_kbs_sync_worki
     _, removed = a.cli("kb", "remove", "team")  # the fix works
     assert removed["removed"] is True
     assert a.cli("sync")[0] == 0
+
+
+def test_kb_remove_of_a_read_only_kb_with_a_commit_by_hand_names_a_fix_that_works(tmp_path):
+    """A read-only KB holding a commit made by hand: `kb remove` refused naming `memory-agent
+    sync --kb NAME` "to push them" - but a read-only KB's round never pushes, so the fix
+    never worked and the KB could not be removed. Fails at the fix's text."""
+    from memory_agent.errors import Conflict
+    from memory_agent.kb.clones import add_kb, remove_kb
+    from memory_agent.kb.kbs import Registry
+
+    kb, remote, syncer = kb_with_remote(tmp_path)
+    registry = Registry(tmp_path / "home")
+    registry.home.mkdir()
+    place = add_kb(registry, "handbook", str(remote), writable=False)
+    note(place.dir, "by-hand", "Written in the read-only clone by hand.")
+    commit(place.dir, "by hand")
+    with pytest.raises(Conflict) as caught:
+        remove_kb(registry, "handbook")
+    fix = caught.value.fix
+    assert "sync --kb handbook` to push" not in fix and "read-only" in caught.value.message
+    branch = git(place.dir, "rev-parse", "--abbrev-ref", "HEAD").strip()
+    keep = f"git -C {place.dir} branch kept-by-hand"
+    back = f"git -C {place.dir} reset --keep origin/{branch}"
+    assert keep in fix and back in fix
+    for command in (keep, back):
+        subprocess.run(command, shell=True, check=True)
+    moved = remove_kb(registry, "handbook")["moved_to"]  # the fix works, and nothing is lost
+    assert git(moved, "log", "-1", "--format=%s", "kept-by-hand").strip() == "by hand"

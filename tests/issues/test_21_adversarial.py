@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from tests.issues.test_21_gitindex import commit, head_of, kb_with_remote
+from tests.issues.test_21_sync import pair  # noqa: F401 (a fixture)
 from tests.issues.test_21_team import homes  # noqa: F401 (a fixture)
 from tests.memory_agent.helpers import git
 
@@ -429,3 +430,34 @@ def test_kb_remove_of_a_read_only_kb_with_a_commit_by_hand_names_a_fix_that_work
         subprocess.run(command, shell=True, check=True)
     moved = remove_kb(registry, "handbook")["moved_to"]  # the fix works, and nothing is lost
     assert git(moved, "log", "-1", "--format=%s", "kept-by-hand").strip() == "by hand"
+
+
+def test_a_relative_path_as_url_is_the_one_the_person_typed(pair):  # noqa: F811
+    """`memory-agent remote set ../backup.git` (the README: "a path works too"), typed in the
+    folder the path is relative to: the daemon stored it as it was, and git read it relative
+    to the KB (`kb add` to the daemon's own folder) - the first sync failed "does not appear
+    to be a git repository". Fails at the `remote` of the reply (`../remote.git`)."""
+    import json
+    import sys
+
+    a, _, remote = pair
+    work = remote.parent / "work"
+    work.mkdir()
+    relative = f"../{remote.name}"
+
+    def cli(*args):
+        proc = subprocess.run(
+            [sys.executable, "-m", "memory_agent", *args, "--home", str(a.path), "--json"],
+            capture_output=True, text=True, env=a.env, timeout=300, cwd=work,
+        )  # fmt: skip
+        return proc.returncode, json.loads(proc.stdout)
+
+    code, reply = cli("remote", "set", relative)
+    assert code == 0 and reply["remote"] == str(remote), reply
+    a.add("Pushed through a relative path", "The remote was named by a relative path.")
+    code, reply = cli("sync")
+    assert code == 0 and reply["pushed"] >= 1, reply
+    team = remote.parent / "team.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(team)], check=True)
+    code, reply = cli("kb", "add", "team", "../team.git")
+    assert code == 0 and reply["remote"] == str(team), reply

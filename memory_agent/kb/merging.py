@@ -65,6 +65,15 @@ class Merge:
     def renamed_report(self) -> list[dict[str, str]]:
         return [{"id": old, "replayed_as": new} for old, new in self.renames.items()]
 
+    @staticmethod
+    def order(listed: list[str]) -> list[tuple[str, str]]:
+        """(status, path) of a replayed commit's files (`git diff-tree -z --name-status`'s
+        fields) in the order they are applied: deletions, then additions, then the rest - a
+        move between type folders is not a twin of the file it moves, and a new successor is
+        renamed (if it is a twin) before the old entry that names it is merged."""
+        pairs = zip(listed[0::2], listed[1::2], strict=True)
+        return sorted(pairs, key=lambda pair: {"D": 0, "A": 1}.get(pair[0], 2))
+
     # -- one file of one replayed commit ------------------------------------------------------
     def apply(self, name: str, before: str | None, after: str | None) -> list[str]:
         """Apply this side's change of `name` (`before` -> `after`; None: absent) to the tree;

@@ -461,3 +461,60 @@ def test_a_relative_path_as_url_is_the_one_the_person_typed(pair):  # noqa: F811
     subprocess.run(["git", "init", "-q", "--bare", str(team)], check=True)
     code, reply = cli("kb", "add", "team", "../team.git")
     assert code == 0 and reply["remote"] == str(team), reply
+
+
+def test_an_entry_moved_to_another_type_folder_by_hand_is_replayed_as_a_move(tmp_path):
+    """`git mv note/x.md fact/x.md` in an unpushed commit: replayed file by file in git's
+    order, the new `fact/x.md` met `note/x.md` still in upstream's tree and was taken for a
+    twin of another folder (and, its `type` now another, kept as a variant) - then the
+    deletion removed `note/x.md`: the entry left the served KB. Fails at the file list."""
+    remote, [(kb_a, a), (kb_b, b)] = two_kbs_on_branches(tmp_path, "main", "main")
+    a.run()
+    b.run()
+    a.run()
+    note(kb_a, "other", "Upstream moves on meanwhile.")
+    commit(kb_a, "other")
+    a.run()
+    (kb_b / "fact").mkdir()
+    git(kb_b, "mv", "note/from-a.md", "fact/from-a.md")
+    commit(kb_b, "from-a is a fact")
+    report = b.run()
+    assert report["renamed"] == [] and report["variants"] == []
+    entries = sorted(str(p.relative_to(kb_b)) for p in kb_b.glob("*/*.md"))
+    assert entries == ["fact/from-a.md", "note/from-b.md", "note/other.md"]
+
+
+def test_both_sides_superseding_into_the_same_new_id_is_a_fork_in_any_file_order(tmp_path):
+    """Both machines superseded `deploy-window` by an entry titled alike (`deploy-windows`):
+    the replay met the old entry's file before the successor's (`deploy-window.md` sorts
+    first), merged its `superseded_by` before the successor was renamed, and left
+    `deploy-windows-2` active, claiming to supersede it, with no fork listed. Fails at
+    `superseded_by`."""
+
+    def supersede(kb, body):
+        old = kb / "note" / "deploy-window.md"
+        old.write_text(old.read_text().replace("status: active\n", "status: superseded\n"
+                       "superseded_by: deploy-windows\nsuperseded_at: 2026-11-02T00:00:00Z\n"))  # fmt: skip
+        note(kb, "deploy-windows", body)
+        new = kb / "note" / "deploy-windows.md"
+        new.write_text(new.read_text().replace("---\n" + body, "supersedes: [deploy-window]\n"
+                                                "---\n" + body))  # fmt: skip
+        git(kb, "add", "-A")
+        commit(kb, "supersede deploy-window")
+
+    remote, [(kb_a, a), (kb_b, b)] = two_kbs_on_branches(tmp_path, "main", "main")
+    note(kb_a, "deploy-window", "Deploys on Tuesday.")
+    commit(kb_a, "deploy-window")
+    a.run()
+    b.run()
+    supersede(kb_a, "Deploys on Tuesday and Thursday.")
+    a.run()
+    supersede(kb_b, "Deploys on Wednesday only.")
+    report = b.run()
+    assert report["renamed"] == [{"id": "deploy-windows", "replayed_as": "deploy-windows-2"}]
+    old = (kb_b / "note" / "deploy-window.md").read_text()
+    assert "superseded_by: [deploy-windows, deploy-windows-2]\n" in old
+    assert report["forks"] == [
+        {"id": "deploy-window", "successors": ["deploy-windows", "deploy-windows-2"]}
+    ]
+    assert b.status()["forks"] == report["forks"]

@@ -65,14 +65,22 @@ class Merge:
     def renamed_report(self) -> list[dict[str, str]]:
         return [{"id": old, "replayed_as": new} for old, new in self.renames.items()]
 
-    @staticmethod
-    def order(listed: list[str]) -> list[tuple[str, str]]:
+    def order(self, listed: list[str]) -> list[tuple[str, str]]:
         """(status, path) of a replayed commit's files (`git diff-tree -z --name-status`'s
-        fields) in the order they are applied: deletions, then additions, then the rest - a
-        move between type folders is not a twin of the file it moves, and a new successor is
-        renamed (if it is a twin) before the old entry that names it is merged."""
-        pairs = zip(listed[0::2], listed[1::2], strict=True)
-        return sorted(pairs, key=lambda pair: {"D": 0, "A": 1}.get(pair[0], 2))
+        fields) in the order they are applied: deletions, then the additions that may be
+        twins (their id is in upstream's tree), then the other additions, then the rest - a
+        move between type folders is not a twin of the file it moves, and a twin is renamed
+        before any other file of the commit that names it (a new successor, a link) is
+        written or merged."""
+
+        def rank(pair: tuple[str, str]) -> int:
+            status, name = pair
+            if status == "A":
+                twin = self._is_entry(name) and name_taken(self.tree, name.split("/")[1][:-3])
+                return 1 if twin else 2
+            return 0 if status == "D" else 3
+
+        return sorted(zip(listed[0::2], listed[1::2], strict=True), key=rank)
 
     # -- one file of one replayed commit ------------------------------------------------------
     def apply(self, name: str, before: str | None, after: str | None) -> list[str]:

@@ -449,7 +449,7 @@ class Syncer:
                 listed = self.repo.git("diff-tree", "-r", "-z", "--root", "--no-commit-id",
                                        "--name-status", "--no-renames", commit).split("\0")[:-1]  # fmt: skip
                 touched: list[str] = []
-                for status, name in Merge.order(listed):  # (-z: names unquoted)
+                for status, name in merge.order(listed):  # (-z: names unquoted)
                     before = self.repo.show(parent, name) if parent else None
                     after = None if status == "D" else self.repo.show(commit, name)
                     touched += merge.apply(name, before, after)

@@ -518,3 +518,32 @@ def test_both_sides_superseding_into_the_same_new_id_is_a_fork_in_any_file_order
         {"id": "deploy-window", "successors": ["deploy-windows", "deploy-windows-2"]}
     ]
     assert b.status()["forks"] == report["forks"]
+
+
+def test_a_file_added_with_a_twin_in_one_commit_links_to_the_twins_new_id(tmp_path):
+    """This machine's one commit adds `deploy-window` (a twin of upstream's: renamed
+    `deploy-window-2`) and `checklist`, which links to it: `checklist.md` sorts first, was
+    written before the rename, and kept linking to upstream's `deploy-window` - another
+    entry. Fails at the links of `checklist`."""
+    remote, [(kb_a, a), (kb_b, b)] = two_kbs_on_branches(tmp_path, "main", "main")
+    a.run()
+    b.run()
+    a.run()
+    note(kb_a, "deploy-window", "Deploys on Tuesdays (a).")
+    commit(kb_a, "deploy-window on a")
+    a.run()
+    note(kb_b, "deploy-window", "Deploys on Thursdays (b).")
+    (kb_b / "note" / "checklist.md").write_text(
+        "---\nid: checklist\ntitle: Checklist\ntype: note\nstatus: active\n"
+        "created: 2026-11-01T00:00:00Z\nlinks:\n  references: [deploy-window]\n---\n"
+        "See [[deploy-window]]: Thursdays.\n"
+    )
+    git(kb_b, "add", "-A")
+    commit(kb_b, "deploy-window and its checklist, one commit")
+    report = b.run()
+    assert report["renamed"] == [{"id": "deploy-window", "replayed_as": "deploy-window-2"}]
+    checklist = (kb_b / "note" / "checklist.md").read_text()
+    assert "references: [deploy-window-2]" in checklist
+    assert "[[deploy-window-2]]" in checklist
+    assert "Tuesdays (a)" in (kb_b / "note" / "deploy-window.md").read_text()
+    assert "Thursdays (b)" in (kb_b / "note" / "deploy-window-2.md").read_text()

@@ -377,11 +377,10 @@ class Syncer:
 
     def _only_init(self, local: str, upstream: str) -> bool:
         """Local and upstream share no history and local holds only what `init` wrote (no
-        entry, no scope map): it takes upstream's history."""
+        file at all - an entry, the scope map, a person's README): it takes upstream's history."""
         if self._base(local, upstream) is not None:
             return False
-        files = self.repo.git("ls-tree", "-r", "--name-only", local).split()
-        return not [f for f in files if f.endswith(".md") or f == "projects.yaml"]
+        return not self.repo.git("ls-tree", "-r", "--name-only", "-z", local)
 
     def _move(
         self, branch: str, local: str, head: str, report: dict[str, Any], why: str

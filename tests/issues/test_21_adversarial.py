@@ -547,3 +547,34 @@ def test_a_file_added_with_a_twin_in_one_commit_links_to_the_twins_new_id(tmp_pa
     assert "[[deploy-window-2]]" in checklist
     assert "Tuesdays (a)" in (kb_b / "note" / "deploy-window.md").read_text()
     assert "Thursdays (b)" in (kb_b / "note" / "deploy-window-2.md").read_text()
+
+
+def test_a_kb_with_a_file_of_its_own_but_no_entry_is_replayed_not_replaced(tmp_path, monkeypatch):
+    """A fresh KB where the person committed a file that is not an entry (a README, a
+    `.gitignore`) before its first sync: it counted as "only what init wrote", took the
+    remote's history, and the file left the KB (only a rescue ref held it; the report said
+    `joined`). Fails at the README."""
+    import threading
+
+    from memory_agent.kb.gitrepo import KBRepo
+    from memory_agent.kb.remote import Syncer
+
+    kb_a, remote, a = kb_with_remote(tmp_path)
+    note(kb_a, "from-a", "An entry on the remote.")
+    commit(kb_a, "from-a")
+    a.run()
+    monkeypatch.setenv("GIT_AUTHOR_DATE", "2020-01-01T00:00:00Z")  # another init commit
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2020-01-01T00:00:00Z")
+    kb = tmp_path / "b" / "kb"
+    KBRepo.init(kb)
+    monkeypatch.delenv("GIT_AUTHOR_DATE")
+    monkeypatch.delenv("GIT_COMMITTER_DATE")
+    (kb / "README").write_text("What this KB is for, written by hand.\n")
+    git(kb, "add", "README")
+    commit(kb, "a README")
+    b = Syncer(kb, tmp_path / "b" / "run", threading.RLock(), refresh=lambda paths: None)
+    b.set_url(str(remote))
+    report = b.run()
+    assert (kb / "README").read_text() == "What this KB is for, written by hand.\n"
+    assert (kb / "note" / "from-a.md").is_file() and not report["joined"]
+    assert "README" in git(remote, "ls-tree", "--name-only", b.branch())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from memory_agent import config as config_mod
@@ -288,6 +289,14 @@ def cmd_web(args: argparse.Namespace) -> int:
     return web_main(argv)
 
 
+def local_url(url: str) -> str:
+    """A remote named by a path that exists here, made absolute: the daemon and git (run in
+    the KB) would read a relative path from their own folders, not the shell's."""
+    if url and "://" not in url and os.path.exists(url):
+        return os.path.abspath(url)
+    return url
+
+
 def cmd_remote(args: argparse.Namespace) -> int:
     from urllib.parse import quote
 
@@ -299,7 +308,7 @@ def cmd_remote(args: argparse.Namespace) -> int:
             raise Invalid(
                 "remote set: no URL", "memory-agent remote set URL (a path, ssh or https)"
             )
-        reply = client.admin(f"remote?url={quote(args.url, safe='')}")
+        reply = client.admin(f"remote?url={quote(local_url(args.url), safe='')}")
         return emit(args, reply, lambda r: print(f"remote: {r['remote']} (branch {r['branch']})"))
     reply = client.admin("remote", method="GET")
     return emit(args, reply, print_remote)
@@ -420,7 +429,11 @@ def cmd_kb(args: argparse.Namespace) -> int:
         ))  # fmt: skip
     if not args.url:
         raise Invalid("kb add: no URL", "memory-agent kb add NAME URL (a path, ssh or https)")
-    query = {"name": args.name, "url": args.url, **({"read_only": "1"} if args.read_only else {})}
+    query = {
+        "name": args.name,
+        "url": local_url(args.url),
+        **({"read_only": "1"} if args.read_only else {}),
+    }
     reply = client.admin("kb?" + urlencode(query))
 
     def human(r: dict) -> None:

@@ -119,6 +119,17 @@ def remove_kb(registry: Registry, name: Any, clock: Any = time.time) -> dict[str
                 f"commit or revert them in {place.dir}, then `memory-agent kb remove {name}`",
             )
         commits = unpushed(place)
+        if commits and not place.writable:  # its rounds never push: sync is no way out
+            branch = repo.branch() or "main"
+            raise Conflict(
+                f"kb {name} holds {len(commits)} commit(s) made by hand that no remote has: "
+                f"{'; '.join(commits[:5])}; it was added read-only, so no round pushes them; "
+                "nothing was removed",
+                f"keep them on a branch and step back to the remote's ("
+                f"`git -C {place.dir} branch kept-by-hand`, then "
+                f"`git -C {place.dir} reset --keep origin/{branch}`), then "
+                f"`memory-agent kb remove {name}`: the clone, branch included, is moved aside",
+            )
         if commits:
             raise Conflict(
                 f"kb {name} holds {len(commits)} commit(s) no remote has: "

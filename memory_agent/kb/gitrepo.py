@@ -4,7 +4,8 @@ Never `git add -A`: another session (or the user's editor) may have dirty files 
 they must be neither committed nor changed by a memory write. `commit_paths` stages the named
 paths only and commits with `git commit --only -- <paths>`, which records those paths alone
 even if something else is staged. `state` tells a lifecycle write whether the file it is
-about to change holds someone's uncommitted edit.
+about to change holds someone's uncommitted edit; `move_to` moves a round of sync's branch
+and files without touching one (refused, naming them, when one is in the way).
 
 Every command is one short `git` process run by `memory_agent.kb.gitrun` (under its rule for
 git's lock files: wait, then name the holder or the stale lock). `check_writable` refuses a write
@@ -21,7 +22,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from memory_agent.errors import GitError, RepoBusy
+from memory_agent.errors import Conflict, GitError, RepoBusy
 from memory_agent.kb.gitrun import fix_for, machine_name, process, run
 
 __all__ = ["GitError", "KBRepo"]
@@ -174,6 +175,25 @@ class KBRepo:
             )
         return None
 
+    def move_to(self, commit: str) -> None:
+        """Move the branch and the files to `commit` (a round of sync), keeping a person's
+        uncommitted edits (`git reset --keep`); refused (`Conflict`, naming the files and
+        the fix) when one is in a file the move changes - nothing moves then."""
+        proc = self._proc("reset", "-q", "--keep", commit)
+        if proc.returncode == 0:
+            return
+        names = re.findall(r"'([^']+)'", proc.stderr.split("fatal:")[0])
+        if not names:
+            self.git("reset", "-q", "--keep", commit)  # raises the GitError with its fix
+        kb = self.path
+        raise Conflict(
+            f"uncommitted edits in {kb} of {', '.join(names[:5])}, which the remote changed: "
+            "nothing was pulled (the edits are kept)",
+            f"commit them (`git -C {kb} commit -am ...`: the round then merges both sides) "
+            f"or put them aside (`git -C {kb} stash`, then `git -C {kb} stash pop` after "
+            "the round), then `memory-agent sync`",
+        )
+
     def _rel(self, paths: Sequence[Path]) -> list[str]:
         root = self.path.resolve()
         return [str(Path(p).resolve().relative_to(root)) for p in paths]
@@ -282,9 +302,10 @@ class KBRepo:
 
     def added_or_changed(self, since: str | None, head: str) -> list[tuple[str, str]]:
         """(commit, path) of each file the commits from `since` (exclusive; None: the root) to
-        `head` add or change, from one `git log` (deletions are not listed)."""
+        `head` add or change - a link made a file (or the reverse) included: git calls that a
+        type change - from one `git log` (deletions are not listed)."""
         span = [head, "--not", since] if since else [head]
-        listed = self.git("log", "-z", "--no-renames", "--no-show-signature", "--diff-filter=AM",
+        listed = self.git("log", "-z", "--no-renames", "--no-show-signature", "--diff-filter=AMT",
                           "--name-only", "--format=commit %H", *span)  # fmt: skip
         out: list[tuple[str, str]] = []
         commit = ""

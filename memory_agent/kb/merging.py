@@ -2,8 +2,9 @@
 `memory_agent.kb.remote`). Deterministic, nothing lost, no conflict marker ever written:
 
 - the same change on both sides, or a file only this side changed: taken as is;
-- the same new id created on both sides with different content: both kept, this side's under
-  a new id (`<id>-2`...), and every later link of this side's to it rewritten; reported;
+- the same new id created on both sides with different content (in one type folder or in
+  two: `fact/x.md` and `note/x.md`): both kept, this side's under a new id (`<id>-2`...), and
+  every later link of this side's to it rewritten; reported;
 - supersede and supersede of one entry: both successors stay active and the old entry's
   `superseded_by` lists both - a fork, reported for a person to resolve;
 - supersede and archive of one entry: it ends superseded, the archive's reason and time kept
@@ -22,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from memory_agent.errors import Invalid
 from memory_agent.kb.entries import (
     ENTRY_TYPES,
     Entry,
@@ -63,12 +65,29 @@ class Merge:
     def renamed_report(self) -> list[dict[str, str]]:
         return [{"id": old, "replayed_as": new} for old, new in self.renames.items()]
 
+    def order(self, listed: list[str]) -> list[tuple[str, str]]:
+        """(status, path) of a replayed commit's files (`git diff-tree -z --name-status`'s
+        fields) in the order they are applied: deletions, then the additions that may be
+        twins (their id is in upstream's tree), then the other additions, then the rest - a
+        move between type folders is not a twin of the file it moves, and a twin is renamed
+        before any other file of the commit that names it (a new successor, a link) is
+        written or merged."""
+
+        def rank(pair: tuple[str, str]) -> int:
+            status, name = pair
+            if status == "A":
+                twin = self._is_entry(name) and name_taken(self.tree, name.split("/")[1][:-3])
+                return 1 if twin else 2
+            return 0 if status == "D" else 3
+
+        return sorted(zip(listed[0::2], listed[1::2], strict=True), key=rank)
+
     # -- one file of one replayed commit ------------------------------------------------------
     def apply(self, name: str, before: str | None, after: str | None) -> list[str]:
         """Apply this side's change of `name` (`before` -> `after`; None: absent) to the tree;
         the paths (relative to the tree) it wrote."""
         name, before, after = self._renamed(name, before), self._relink(before), self._relink(after)
-        path = self.tree / name
+        path = self._unlinked(name)
         theirs = path.read_text(encoding="utf-8") if path.is_file() else None
         if after == theirs:
             return []
@@ -77,6 +96,11 @@ class Merge:
                 path.unlink()
                 return [name]
             return []
+        if before is None and theirs is None and self._taken_elsewhere(name):
+            try:  # the same new id under another type folder upstream: a twin all the same
+                return self._rename(name, after, parse_entry(after, name))
+            except ValidationError:
+                return self._variant(name, after, "its id is taken in another type folder")
         if theirs is None or theirs == before:
             self._write(name, after)
             return [name]
@@ -116,8 +140,30 @@ class Merge:
         parts = name.split("/")
         return len(parts) == 2 and parts[0] in ENTRY_TYPES and parts[1].endswith(".md")
 
+    def _taken_elsewhere(self, name: str) -> bool:
+        """Whether the entry file `name` (not in the tree) has its id in another type folder."""
+        return self._is_entry(name) and name_taken(self.tree, name.split("/")[1][:-3])
+
+    def _unlinked(self, name: str) -> Path:
+        """The tree's path of `name`, refused (`Invalid`) when it or a folder on the way is a
+        symbolic link upstream brought in: never read, written or removed through one (it
+        may point anywhere on this machine)."""
+        at = self.tree
+        for part in name.split("/"):
+            at = at / part
+            if at.is_symlink():
+                link = str(at.relative_to(self.tree))
+                raise Invalid(
+                    f"sync: upstream's kb/{link} is a symbolic link, and this machine's commits "
+                    f"write kb/{name} through it; a link in the KB is never followed, so "
+                    "nothing was pulled or pushed (every local commit is kept)",
+                    f"replace the link in the shared repository by a folder or file (`git rm "
+                    f"{link}`, commit and push, in any clone of it), then `memory-agent sync`",
+                )
+        return at
+
     def _write(self, name: str, text: str) -> None:
-        path = self.tree / name
+        path = self._unlinked(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
 

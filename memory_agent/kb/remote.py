@@ -13,8 +13,9 @@ now; the daemon runs them on its own). A round (`Syncer.run`):
    (else the round starts again), a rescue ref keeps the old head
    (`refs/memory-agent/rescue/<time>`), and `git reset --keep` moves the branch and the files
    (a person's uncommitted edits stay). The index follows the files.
-5. The commits to publish are scanned with capture's secret patterns (one holding a secret is
-   refused, naming the file and the way out), then `git push` - never forced. Refused because
+5. The commits to publish, their files and their messages, are scanned with capture's secret
+   patterns (`memory_agent.kb.publish`: one holding a secret is refused, naming the file or
+   the commit and the way out), then `git push` - never forced. Refused because
    the other side pushed first: the round starts again (three times); refused by the remote's
    own rule (a hook, a protected branch): said so, the commits kept for the next round.
 6. Upstream rewritten (the last upstream commit synced is no longer in its history): nothing
@@ -43,6 +44,8 @@ from memory_agent.kb.entries import ValidationError, parse_entry
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.gitrun import machine_name
 from memory_agent.kb.merging import VARIANTS, Merge
+from memory_agent.kb.publish import SecretFound, check_quiet, check_secrets
+from memory_agent.kb.upstream import check_missing_branch, set_remote
 
 __all__ = [
     "REMOTE", "PushRefused", "RemoteUnreachable", "SecretFound", "Syncer", "UpstreamRewritten"
@@ -54,13 +57,23 @@ RESCUE_REFS = "refs/memory-agent/rescue/"
 ROUNDS = 3  # a round restarted (a write meanwhile, a push refused) at most this often
 FETCH_TIMEOUT_S = 120.0
 PRE_EMBED_BATCH = 32  # incoming entries embedded per step (progress moves this often)
-_USERINFO = re.compile(r"(://[^/@:\s]*):[^/@\s]*@")
+_USERINFO = re.compile(r"([A-Za-z][\w+.-]*://)([^/\s]*)@")  # to the last @ before /
 
 
 def shown(text: str | None) -> str:
-    """A remote URL (or git's message naming one) as status and errors show it: a password or
-    token in it masked (git keeps the URL in the KB's config; nothing of ours stores it)."""
-    return _USERINFO.sub(r"\1:***@", text or "")
+    """A remote URL (or git's message naming one) as status and errors show it, its
+    credentials masked (git keeps the URL in the KB's config; nothing of ours stores it): a
+    password, a user name that looks like a token, and over http(s) a user name alone (the
+    token-only form `https://<token>@github.com/...`)."""
+    return _USERINFO.sub(_masked, text or "")
+
+
+def _masked(found: re.Match) -> str:
+    scheme, userinfo = found.group(1), found.group(2)
+    user, colon, _ = userinfo.partition(":")
+    if redact(user) != user or (not colon and scheme.lower().startswith(("http", "ftp"))):
+        user = "***"
+    return f"{scheme}{user}{':***' if colon else ''}@"
 
 
 class RemoteUnreachable(MemoryAgentError):
@@ -72,10 +85,6 @@ class PushRefused(RemoteUnreachable):
 
 
 class UpstreamRewritten(Conflict):
-    pass
-
-
-class SecretFound(Invalid):
     pass
 
 
@@ -117,9 +126,7 @@ class Syncer:
     def set_url(self, url: str) -> dict[str, Any]:
         if not isinstance(url, str) or not url.strip() or "\n" in url:
             raise Invalid(f"remote: {url!r} is not a URL", "pass a path, an ssh or an https URL")
-        repo = self.repo
-        verb = "set-url" if self.url() else "add"
-        repo.git("remote", verb, REMOTE, url.strip())
+        set_remote(self.kb_dir, REMOTE, url.strip(), self.url(), self.branch(), SYNCED_REF)
         self._save({**self.record(), "stopped": None})  # the URL itself stays git's
         return {"remote": shown(url.strip()), "branch": self.branch()}
 
@@ -230,8 +237,9 @@ class Syncer:
             ) from exc
         if proc.returncode != 0:
             err = proc.stderr.strip()
-            if "couldn't find remote ref" in err:
-                return  # an empty remote: nothing to fetch, the push creates the branch
+            if "couldn't find remote ref" in err:  # an empty remote (the push creates it)?
+                return check_missing_branch(self.kb_dir, REMOTE, branch, shown(self.url()),
+                                            self._rev(SYNCED_REF) is not None, FETCH_TIMEOUT_S)  # fmt: skip
             raise RemoteUnreachable(
                 f"cannot fetch from {shown(self.url())}: "
                 f"{shown(err.splitlines()[-1]) if err else 'failed'}",
@@ -271,24 +279,6 @@ class Syncer:
             "check the URL, the network and your write access; the next round retries",
         )
 
-    def _check_secrets(self, since: str | None, head: str) -> None:
-        """Refuse to publish commits that hold a secret (capture's patterns). The files each
-        commit adds or changes come from one `git log`, their text from one `git cat-file
-        --batch` (not a process per file: a first push may publish thousands)."""
-        wanted = self.repo.added_or_changed(since, head)
-        for (commit, name), text in zip(wanted, self.repo.blobs(wanted), strict=True):
-            if text and redact(text) != text:
-                raise SecretFound(
-                    f"kb/{name} holds what looks like a secret (commit {commit[:12]}); "
-                    "nothing was pushed",
-                    "take it out of the unpushed commits (README 'Two machines and a "
-                    f"team', 'A secret in a commit'): `git -C {self.kb_dir} branch "
-                    f"rescue-secret HEAD`, then `git -C {self.kb_dir} rebase -i "
-                    f"{since[:12] if since else '--root'}` and edit commit "
-                    f"{commit[:12]} to remove it (writes wait while the rebase runs), "
-                    "then `memory-agent sync`",
-                )
-
     # -- a round ------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         """One round of sync; its report. Raises on an unreachable remote, a secret, or a
@@ -319,6 +309,7 @@ class Syncer:
                                   "renamed": [], "forks": [], "variants": [], "joined": False}  # fmt: skip
         for _ in range(ROUNDS):
             self._fetch(branch)
+            check_quiet(self.kb_dir)  # not while a person rewrites the branch (a rebase...)
             upstream = self._rev(f"refs/remotes/{REMOTE}/{branch}")
             local = self._rev(f"refs/heads/{branch}")
             if local is None:
@@ -363,7 +354,8 @@ class Syncer:
                     self.repo.git("update-ref", SYNCED_REF, upstream)
                 return report
             if upstream != head:
-                self._check_secrets(upstream, head)
+                check_quiet(self.kb_dir)  # (a rebase started meanwhile)
+                check_secrets(self.kb_dir, upstream, head)
                 if not self._push(branch, head):
                     continue  # the other side pushed first: fetch and go again
                 report["pushed"] += self._count(upstream, head)
@@ -385,11 +377,10 @@ class Syncer:
 
     def _only_init(self, local: str, upstream: str) -> bool:
         """Local and upstream share no history and local holds only what `init` wrote (no
-        entry, no scope map): it takes upstream's history."""
+        file at all - an entry, the scope map, a person's README): it takes upstream's history."""
         if self._base(local, upstream) is not None:
             return False
-        files = self.repo.git("ls-tree", "-r", "--name-only", local).split()
-        return not [f for f in files if f.endswith(".md") or f == "projects.yaml"]
+        return not self.repo.git("ls-tree", "-r", "--name-only", "-z", local)
 
     def _move(
         self, branch: str, local: str, head: str, report: dict[str, Any], why: str
@@ -403,9 +394,14 @@ class Syncer:
                 return None
             self.repo.check_writable()
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.clock()))
-            self.repo.git("update-ref", f"{RESCUE_REFS}{stamp}-{local[:12]}", local)
-            changed = self.repo.git("diff", "--name-only", "--no-renames", local, head).split()
-            self.repo.git("reset", "-q", "--keep", head)
+            rescue = f"{RESCUE_REFS}{stamp}-{local[:12]}"
+            self.repo.git("update-ref", rescue, local)
+            changed = self.repo.changed_between(local, head) or []  # (-z: any file name)
+            try:
+                self.repo.move_to(head)
+            except Conflict:  # an uncommitted edit in the way: nothing moved, no rescue needed
+                self.repo.git("update-ref", "-d", rescue)
+                raise
             report.setdefault("moves", []).append(why)
             self.refresh([self.kb_dir / name for name in changed])  # exactly those files
         return head
@@ -449,11 +445,10 @@ class Syncer:
             for commit in commits:
                 parent = self.repo.git("rev-parse", "-q", "--verify", f"{commit}^",
                                        check=False).strip() or None  # fmt: skip
-                changed = self.repo.git("diff-tree", "-r", "--root", "--no-commit-id",
-                                        "--name-status", "--no-renames", commit).splitlines()  # fmt: skip
+                listed = self.repo.git("diff-tree", "-r", "-z", "--root", "--no-commit-id",
+                                       "--name-status", "--no-renames", commit).split("\0")[:-1]  # fmt: skip
                 touched: list[str] = []
-                for line in changed:
-                    status, _, name = line.partition("\t")
+                for status, name in merge.order(listed):  # (-z: names unquoted)
                     before = self.repo.show(parent, name) if parent else None
                     after = None if status == "D" else self.repo.show(commit, name)
                     touched += merge.apply(name, before, after)

@@ -8,13 +8,26 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from memory_agent.errors import MemoryAgentError, describe
+from memory_agent.errors import MemoryAgentError, NotFound, describe
 from memory_agent.index.memory import Memory
 from memory_agent.kb import clones
+from memory_agent.kb.kbs import KbPlace
 from memory_agent.kb.remote import shown
 from memory_agent.serve.remote_runs import KbRemotes
 
 __all__ = ["add", "listing", "remote_status", "remove", "sync"]
+
+
+def _gone(place: KbPlace) -> NotFound | None:
+    """The error of a KB whose clone is gone from the home (deleted by hand, a disk not
+    mounted): its rounds and its status say so, and the other KBs go on."""
+    if place.personal or (place.dir / ".git").exists():
+        return None
+    return NotFound(
+        f"the clone {place.dir} is not there (deleted or moved by hand?)",
+        f"put it back, or `memory-agent kb remove {place.name}` (its entries leave the index) "
+        f"and `memory-agent kb add {place.name} URL` to clone it again",
+    )
 
 
 def sync(memory: Memory, remote: KbRemotes, kb: str | None) -> dict[str, Any]:
@@ -23,6 +36,8 @@ def sync(memory: Memory, remote: KbRemotes, kb: str | None) -> dict[str, Any]:
     have run, naming the KB."""
     if kb:
         place = memory.kbs.get(kb)  # `not_found` naming `kb list`
+        if (gone := _gone(place)) is not None:
+            raise gone
         return {**remote.runs(place.name).run_now(), "kb": place.name}
     reply: dict[str, Any] = {}
     failed: MemoryAgentError | None = None
@@ -33,9 +48,11 @@ def sync(memory: Memory, remote: KbRemotes, kb: str | None) -> dict[str, Any]:
             if runs.syncer.url() is not None or len(every) == 1:
                 reply = {**runs.run_now(), "kb": place.name}  # no remote: not_ready, as before
             continue
-        if runs.syncer.url() is None:
-            continue
         try:
+            if (gone := _gone(place)) is not None:
+                raise gone
+            if runs.syncer.url() is None:
+                continue
             others.append({**runs.run_now(), "kb": place.name})
         except MemoryAgentError as exc:
             others.append({"kb": place.name, "error": describe(exc).as_json()})
@@ -52,7 +69,13 @@ def sync(memory: Memory, remote: KbRemotes, kb: str | None) -> dict[str, Any]:
 def remote_status(remote: KbRemotes) -> dict[str, Any]:
     """The personal KB's remote state, and every other KB's under `kbs`."""
     reply = remote.syncer.status()
-    others = [{"kb": p.name, **runs.syncer.status()} for p, runs in remote.all() if not p.personal]
+    others = [
+        {"kb": p.name, "remote": None, "error": describe(gone).as_json()}
+        if (gone := _gone(p)) is not None
+        else {"kb": p.name, **runs.syncer.status()}
+        for p, runs in remote.all()
+        if not p.personal
+    ]
     return {**reply, "kbs": others} if others else reply
 
 

@@ -194,9 +194,10 @@ class Syncer:
         if cached is not None and cached[0] == key:
             return copy.deepcopy(cached[1])
         forks = []
-        found = self.repo.git("grep", "-l", "-E", "^superseded_by: \\[", "--", "*.md",
-                              check=False)  # fmt: skip
-        for name in found.split():
+        found = self.repo.git(
+            "grep", "-l", "-z", "-E", "^superseded_by: \\[", "--", "*.md", check=False
+        )  # -z: names as they are (unquoted, spaces kept)
+        for name in filter(None, found.split("\0")):
             try:
                 entry = parse_entry((self.kb_dir / name).read_text(encoding="utf-8"), name)
             except (OSError, ValidationError):

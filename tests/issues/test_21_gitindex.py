@@ -275,3 +275,16 @@ def test_a_sync_embeds_the_incoming_entries_before_it_takes_the_write_lock(pair)
     a.sync()
     assert "pulled-7" in a.search("which port does service 7 answer on")
     assert written in a.search("what was written while the sync was embedding")
+
+
+def test_status_lists_a_fork_whose_file_name_has_a_space_or_is_not_ascii(tmp_path):
+    """git grep -l quotes such names and the list was split on spaces: both forks were missed."""
+    kb, _, syncer = kb_with_remote(tmp_path)
+    (kb / "note").mkdir()
+    for name, entry_id in (("two words.md", "two-words"), ("café.md", "cafe")):
+        (kb / "note" / name).write_text(
+            OLD.format("[new-a, new-b]").replace("id: old", f"id: {entry_id}")
+        )
+        git(kb, "add", f"note/{name}")
+    commit(kb, "two forks")
+    assert sorted(f["id"] for f in syncer.status()["forks"]) == ["cafe", "two-words"]

@@ -149,6 +149,9 @@ def test_ctrl_c_while_waiting_exits_130_without_a_traceback(home, shared_cache):
             stderr=subprocess.PIPE,
             text=True,
             env=env_for(home, shared_cache),
+            # Ctrl-C as a terminal sends it: run from a shell's background job, the suite
+            # inherits SIGINT ignored, and Python then never raises KeyboardInterrupt
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         wait_for(lambda: blocked_on_flock(proc.pid), "the CLI waits for the spawn lock")
         proc.send_signal(signal.SIGINT)

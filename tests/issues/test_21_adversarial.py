@@ -194,17 +194,24 @@ def test_a_branch_renamed_on_the_remote_is_not_recreated_under_its_old_name(tmp_
     assert head_of(kb_b) == head  # nothing moved, nothing lost
 
 
+def twins(tmp_path, folder="note"):
+    """Two KBs joined through one remote; `a` pushed `deploy-window` (in `folder`), `b` wrote
+    its own `note/deploy-window` (added, not committed): b's next round replays a twin."""
+    _, [(kb_a, a), (kb_b, b)] = two_kbs_on_branches(tmp_path, "main", "main")
+    a.run()
+    b.run()
+    note(kb_a, "deploy-window", "Deploys happen on Tuesdays (a).", folder=folder)
+    commit(kb_a, "deploy-window on a")
+    a.run()
+    note(kb_b, "deploy-window", "Thursdays (b): the deploy window is Thursday 14:00.")
+    return kb_b, b
+
+
 def test_the_same_new_id_in_two_type_folders_is_kept_twice_under_two_ids(tmp_path):
     """One machine wrote `fact/deploy-window.md`, the other `note/deploy-window.md` (the same
     title, another type): the replay kept both files under one id, so the scan served one
     and reported the other as a duplicate. Fails at `renamed` (empty) and at the file list."""
-    remote, [(kb_a, a), (kb_b, b)] = two_kbs_on_branches(tmp_path, "main", "main")
-    a.run()
-    b.run()
-    note(kb_a, "deploy-window", "Deploys happen on Tuesdays.", folder="fact")
-    commit(kb_a, "fact")
-    a.run()
-    note(kb_b, "deploy-window", "The deploy window is Thursday 14:00.")
+    kb_b, b = twins(tmp_path, folder="fact")
     (kb_b / "note" / "on-deploys.md").write_text(
         "---\nid: on-deploys\ntitle: On deploys\ntype: note\nstatus: active\n"
         "created: 2026-11-01T00:00:00Z\n---\nSee [[deploy-window]].\n"
@@ -525,14 +532,7 @@ def test_a_file_added_with_a_twin_in_one_commit_links_to_the_twins_new_id(tmp_pa
     `deploy-window-2`) and `checklist`, which links to it: `checklist.md` sorts first, was
     written before the rename, and kept linking to upstream's `deploy-window` - another
     entry. Fails at the links of `checklist`."""
-    remote, [(kb_a, a), (kb_b, b)] = two_kbs_on_branches(tmp_path, "main", "main")
-    a.run()
-    b.run()
-    a.run()
-    note(kb_a, "deploy-window", "Deploys on Tuesdays (a).")
-    commit(kb_a, "deploy-window on a")
-    a.run()
-    note(kb_b, "deploy-window", "Deploys on Thursdays (b).")
+    kb_b, b = twins(tmp_path)
     (kb_b / "note" / "checklist.md").write_text(
         "---\nid: checklist\ntitle: Checklist\ntype: note\nstatus: active\n"
         "created: 2026-11-01T00:00:00Z\nlinks:\n  references: [deploy-window]\n---\n"

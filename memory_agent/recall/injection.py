@@ -21,6 +21,7 @@ that would pass the budget is left out (a shorter one after it may still fit).
 from __future__ import annotations
 
 import re
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from memory_agent.capture.episodes import EPISODES, is_bare
 from memory_agent.capture.journal import session_name
 from memory_agent.kb.scopes import search_scopes
 from memory_agent.recall.reads import default_filter, rank
+from memory_agent.recall.stages import in_two_stages
 from ragcore import Filter, SearchConfig
 
 __all__ = ["Recall", "digest", "is_trivial", "recall"]
@@ -100,26 +102,33 @@ def recall(
     limit: int = 6,
     project: str | None = None,
     budget: int | None = None,
+    ranker: Executor | None = None,
 ) -> Recall:
     """What to inject before `prompt` (nothing for a trivial one), from `project` (the
-    session's project identity; None: global only) and global, at most `budget` characters."""
+    session's project identity; None: global only) and global, at most `budget` characters.
+    `ranker`: ranked in two stages, as a search (`recall.stages`)."""
     if is_trivial(prompt):
         return Recall()
     query = prompt.strip()[:QUERY_CHARS]
     own = f"{EPISODES}/{session_name(session)}/" if session else None
     with memory.session():
         memory.refresh_for_read()  # never waits for a write in flight
-        index = memory.index.snapshot()
-        found = rank(
-            index,
-            query,
-            _filter(memory, index, own, project),
-            limit=limit * 3,
-            stats=memory.stats,
-            now=memory.clock(),
-            graph=memory.link_graph(index),
-            config=SearchConfig(mmr_lambda=MMR_LAMBDA),
-        )
+
+        def ranked(embedding):
+            index = memory.index.snapshot()
+            return index, rank(
+                index,
+                query,
+                _filter(memory, index, own, project),
+                limit=limit * 3,
+                stats=memory.stats,
+                now=memory.clock(),
+                graph=memory.link_graph(index),
+                config=SearchConfig(mmr_lambda=MMR_LAMBDA),
+                embedding=embedding,
+            )
+
+        index, found = in_two_stages(memory, query, ranked, ranker)
         hits = [h for h in found.reply["hits"] if not (own and h["id"].startswith(own))]
         answers = [h for h in hits if not _bare(index, h)]
         questions = [h for h in hits if h not in answers]

@@ -25,6 +25,7 @@ from memory_agent.kb.kbs import kb_of_source, split_id
 from memory_agent.kb.scopes import search_scopes
 from memory_agent.recall.edges import neighbours_of
 from memory_agent.recall.ranking import Ranked, _ts, rerank
+from memory_agent.recall.stages import in_two_stages
 from ragcore import (
     DocumentError,
     Embedding,
@@ -291,11 +292,8 @@ def run_search(
     dates, not the status). `scope` (None: "project") and `project` (the session's project
     identity, None outside one): which scopes it reads (`kb.scopes.search_scopes`). `kb`: one.
 
-    `ranker` (the daemon's): a search in two stages. The caller's thread refreshes the index and
-    embeds the query (concurrent queries share a model run, which holds no GIL); the ranking,
-    Python under the GIL, runs on one of the ranker's few threads. Ten searches at once then
-    queue for two rankers instead of ten threads contending for the GIL between every step
-    (experiments/concurrency round 5)."""
+    `ranker` (the daemon's): the search in two stages (`recall.stages`), after this thread has
+    refreshed the index."""
     cutoff = check_search(query, limit, types, tags, as_of)
     scopes = search_scopes(scope, project, memory.kb_dir)
     with memory.session():
@@ -310,11 +308,8 @@ def run_search(
             )
         sources = memory.search_sources(include_readonly, include_episodes)
         sources = (memory.kbs.get(kb).source,) if kb else sources  # pushed down as a source
-        embedding = None
-        if ranker is not None and use_dense:
-            embedding = memory.index.embedder.embed_query(query.strip())
 
-        def ranked() -> Found:
+        def ranked(embedding: Embedding | None) -> Found:
             index = memory.index.snapshot()  # one state for the whole search; no lock
             doc_ids = standing_at(index, cutoff) if cutoff is not None else None
             flt = default_filter(types, tags, include_archived, doc_ids, sources, scopes)
@@ -331,7 +326,7 @@ def run_search(
                 embedding=embedding,
             )
 
-        return ranked() if ranker is None else ranker.submit(ranked).result()
+        return in_two_stages(memory, query, ranked, ranker, use_dense)
 
 
 def search(memory: Memory, query: str, **kwargs: Any) -> dict[str, Any]:

@@ -221,8 +221,9 @@ class Service:
             )
         else:
             found = recall_mod.recall(
-                self.memory, prompt, session, limit=limit, project=project, budget=budget
-            )
+                self.memory, prompt, session, limit=limit, project=project, budget=budget,
+                ranker=self.rankers,
+            )  # fmt: skip
         self.usage.record(
             "inject", session=session, event=event, ids=found.ids, chars=len(found.text)
         )

@@ -14,6 +14,7 @@ import pytest
 from memory_agent import config
 from memory_agent.errors import Invalid
 from memory_agent.index.memory import Memory
+from memory_agent.recall.injection import recall
 from memory_agent.recall.reads import run_search
 from ragcore import Embedding
 from ragcore import search as relevance
@@ -120,3 +121,18 @@ def test_the_search_ranks_by_the_vector_it_is_given(memory):
     assert shared and all(abs(given_b[d] - of_b[d]) < 1e-5 for d in shared)
     wrong = Embedding(dense=embedder.embed_query(b).dense[:100])
     assert _dense(relevance(snapshot, a, limit=10, query_embedding=wrong)) == of_a
+
+
+def test_the_recall_hook_in_two_stages_injects_what_one_stage_does(memory):
+    """`injection.recall` shares the stages (`recall.stages`): the same context and ids.
+    Fails if its ranking answers from another vector or another state."""
+    prompt = "How do we run the database migrations before a deploy?"
+    alone = recall(memory, prompt, None, project=None)
+    assert alone.ids
+    rankers = ThreadPoolExecutor(2)
+    try:
+        staged = [recall(memory, prompt, None, ranker=rankers) for _ in range(3)]
+    finally:
+        rankers.shutdown()
+    for r in staged:
+        assert (r.text, r.ids) == (alone.text, alone.ids)

@@ -1,4 +1,4 @@
-"""Redaction time (`memory_agent.capture.redact`) on 10 KB and 1 MB inputs of several shapes.
+"""Redaction time (`memory_agent.intake.redact`) on 10 KB and 1 MB inputs of several shapes.
 
     .venv/bin/python benchmarks/redact.py [--sizes 10000,1000000] [--repeat 3] [--json]
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory_agent.capture.redact import redact  # noqa: E402
+from memory_agent.intake.redact import redact  # noqa: E402
 
 
 def shapes(size: int) -> dict[str, str]:

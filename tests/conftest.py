@@ -26,7 +26,7 @@ def pinned_clock(tmp_path_factory: pytest.TempPathFactory) -> str:
         # not whichever copy of the package the virtualenv has installed
         mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
         # and from a folder outside any git repository: a CLI call or a proxy started from the
-        # checkout would be in its project (memory_agent.capture.projects), not global
+        # checkout would be in its project (memory_agent.intake.projects), not global
         mp.chdir(tmp_path_factory.mktemp("cwd"))
         yield value
 

@@ -1,4 +1,5 @@
-"""The folders tell the architecture (issue 19, docs/adr/0013-layout-by-job.md).
+"""The folders tell the architecture (issues 19 and 27, docs/adr/0013-layout-by-job.md,
+docs/adr/0018-packages-by-job.md, docs/layout.md).
 
 Every module of `memory_agent/` and `ragcore/` sits in one layer; an import points into its own
 layer or one below, never up; and no module reaches itself again through its imports, directly
@@ -8,8 +9,13 @@ reader has to follow and a circle at run time. The one exemption from the order:
 `__init__` importing its own submodules to re-export them (ragcore's public surface). A cycle
 through an `__init__` is still a cycle (it is one at import time) and still fails.
 
-The same order is drawn in the README's "Architecture" section; the last test checks that the
-drawing names the same layers in the same order.
+Packages are held to the same rule one level up: collapsed to its package (`memory_agent.write`,
+`memory_agent.cli`, a top-level module as itself), the import graph has no circle, so no two
+packages import each other even inside one layer.
+
+The same order is drawn in the README's "Architecture" section and in docs/layout.md; tests
+check that the drawing names the same layers in the same order and that docs/layout.md gives
+every module a line.
 """
 
 from __future__ import annotations
@@ -39,9 +45,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "memory_agent.ui",
         ),
     ),
+    ("the write path", ("memory_agent.write",)),
     ("recall", ("memory_agent.recall",)),
-    ("the KB and the index", ("memory_agent.kb", "memory_agent.index")),
+    ("sync", ("memory_agent.sync",)),
+    ("the index", ("memory_agent.index",)),
     ("capture", ("memory_agent.capture",)),
+    ("the KB on disk", ("memory_agent.kb",)),
+    ("intake", ("memory_agent.intake",)),
     (
         "shared basics",
         (
@@ -169,7 +179,7 @@ def against_the_order(
     return sorted(found)
 
 
-def cycles(arrows: Iterable[Arrow]) -> list[str]:
+def cycles(arrows: Iterable[Arrow], noun: str = "modules") -> list[str]:
     """One readable line per group of modules that import each other (a strongly connected
     component of the import graph), naming one circle through it with the file and line of
     each import."""
@@ -222,7 +232,7 @@ def cycles(arrows: Iterable[Arrow]) -> list[str]:
                     paths[nxt] = paths[node] + [nxt]
                     queue.append(nxt)
         steps = [f"{a} -> {b} ({graph[a][b]})" for a, b in zip(circle, circle[1:], strict=False)]
-        found.append(f"cycle of {len(group)} modules: " + "; ".join(steps))
+        found.append(f"cycle of {len(group)} {noun}: " + "; ".join(steps))
     return sorted(found)
 
 
@@ -238,7 +248,7 @@ def test_every_module_sits_in_a_declared_layer():
     missing = unplaced(modules, LAYERS)
     assert not missing, (
         f"in no layer: {', '.join(missing)}. Place a new module: add it (or its package) to "
-        "LAYERS here, to the README's Architecture drawing and to docs/adr/0013-layout-by-job.md"
+        "LAYERS here, to the README's Architecture drawing and to docs/layout.md"
     )
 
 
@@ -252,6 +262,36 @@ def test_no_modules_import_each_other():
     _, arrows = _repository()
     report = cycles(arrows)
     assert not report, "\n".join(["modules that import each other:", *report])
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to, one level below the root (`memory_agent.write` for
+    `memory_agent.write.gateway`); a top-level module is its own (`memory_agent.proxy`), and so
+    is the root's own file (`memory_agent.__init__`)."""
+    parts = module.split(".")
+    if parts[0] == "ragcore":
+        return "ragcore"
+    if len(parts) > 2:
+        return ".".join(parts[:2])
+    return module
+
+
+def package_arrows(arrows: Iterable[Arrow]) -> list[Arrow]:
+    """The import graph collapsed to packages: one arrow per import between two of them."""
+    found = []
+    for arrow in arrows:
+        source, target = package_of(arrow.source), package_of(arrow.target)
+        if source != target:
+            found.append(Arrow(source, target, arrow.where))
+    return found
+
+
+def test_no_packages_import_each_other():
+    """Package level, every import counted (lazy and TYPE_CHECKING ones too): `write` may use
+    `index`, `index` never `write`, even where both sit in one layer."""
+    _, arrows = _repository()
+    report = cycles(package_arrows(arrows), "packages")
+    assert not report, "\n".join(["packages that import each other:", *report])
 
 
 def test_the_top_level_keeps_only_the_entry_points_and_the_shared_basics():
@@ -323,14 +363,14 @@ def test_the_readme_draws_the_same_layers_in_the_same_order():
     assert drawn <= declared, f"the drawing names packages no layer declares: {drawn - declared}"
 
 
-def test_the_adr_says_each_modules_job():
-    """docs/adr/0013 has a line for every module of the pack (`kb.gateway`, `cli`, ...)."""
-    adr = (ROOT / "docs" / "adr" / "0013-layout-by-job.md").read_text(encoding="utf-8")
+def test_the_layout_page_says_each_modules_job():
+    """docs/layout.md has a line for every module of the pack (`write.gateway`, `cli`, ...)."""
+    adr = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
     named = set(re.findall(r"^\| `([\w.]+)` \|", adr, re.M))
     modules, _ = arrows_of(ROOT, ["memory_agent"])
     pack = {m.removeprefix("memory_agent.") for m in modules if not m.endswith(".__init__")}
     pack.add("__init__")
-    assert sorted(pack - named) == [], "modules with no line in docs/adr/0013-layout-by-job.md"
+    assert sorted(pack - named) == [], "modules with no line in docs/layout.md"
     assert sorted(n for n in named - pack if "." in n) == [], "lines for modules that are gone"
 
 
@@ -416,6 +456,30 @@ def test_the_checker_reports_a_cycle_with_its_path(tmp_path):
         "app.low.d2 -> app.low.d (app/low/d2.py:1)",
         "cycle of 3 modules: app.low.a -> app.low.b (app/low/a.py:1); "
         "app.low.b -> app.low.c (app/low/b.py:1); app.low.c -> app.low.a (app/low/c.py:2)",
+    ]
+
+
+def test_the_checker_reports_two_packages_that_import_each_other_without_a_module_cycle(
+    tmp_path,
+):
+    """kb/ and index/ once did this: no module reached itself again, yet each package used the
+    other (`kb.gateway` -> `index.memory` -> `kb.files`)."""
+    root = _tree(
+        tmp_path,
+        {
+            "app/__init__.py": "",
+            "app/kb/__init__.py": "",
+            "app/kb/gateway.py": "from app.index.memory import Memory\n",
+            "app/kb/files.py": "",
+            "app/index/__init__.py": "",
+            "app/index/memory.py": "def f():\n    from app.kb import files\n",
+        },
+    )
+    _, arrows = arrows_of(root, ["app"])
+    assert cycles(arrows) == []
+    assert cycles(package_arrows(arrows), "packages") == [
+        "cycle of 2 packages: app.index -> app.kb (app/index/memory.py:2); "
+        "app.kb -> app.index (app/kb/gateway.py:1)"
     ]
 
 

@@ -12,9 +12,9 @@ import numpy as np
 
 from memory_agent import config
 from memory_agent.index.memory import Memory
-from memory_agent.kb.dedup import nearest
 from memory_agent.kb.entries import read_entry
 from memory_agent.kb.files import kb_files
+from memory_agent.write.dedup import nearest
 
 HERE = Path(__file__).parent
 

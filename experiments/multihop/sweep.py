@@ -5,7 +5,7 @@
 Indexes BENCH_DIR (default ../shared/bench/locomo) once through the production path
 (`ragcore.evaluate` with the product's searcher: the default filter, the ranking with empty
 usage stats) and, for every query, runs the ranking under each variant of
-`memory_agent.kb.policy` on that same index. Prints nDCG@10 and Recall@10 per category and
+`memory_agent.recall.policy` on that same index. Prints nDCG@10 and Recall@10 per category and
 overall, and the mean ranking time of each variant.
 """
 
@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from memory_agent import config  # noqa: E402
 from memory_agent.index.links import link_graph  # noqa: E402
-from memory_agent.kb import policy  # noqa: E402
+from memory_agent.recall import policy  # noqa: E402
 from memory_agent.recall.reads import default_filter, rank  # noqa: E402
 from ragcore import evaluate, make_embedder, metrics, metrics_by  # noqa: E402
 from ragcore.evaluate import load_qrels, read_queries  # noqa: E402

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from memory_agent import config
 from memory_agent.index.memory import Memory
-from memory_agent.kb import policy
-from memory_agent.recall import reads
+from memory_agent.recall import policy, reads
 from memory_agent.recall.events import apply_event
 
 HERE = Path(__file__).parent

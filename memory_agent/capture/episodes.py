@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_agent.capture.journal import read_session
 from memory_agent.clock import iso
+from memory_agent.intake.journal import read_session
 from ragcore import Document
 
 __all__ = [

@@ -11,11 +11,11 @@ opencode plugin builds it). Events and what they do:
     stop           (Stop)                journal the final answer; let the gate run
     session-end    (SessionEnd)          journal the end; let the gate run
 
-A prompt's and a start's record carry the project the session is in (`capture.projects`: the
+A prompt's and a start's record carry the project the session is in (`intake.projects`: the
 identity of the repository holding the hook's `cwd`), and so does the recall request: another
 project's episodes are never injected.
 
-Capture writes the journal directly (redacted; `memory_agent.capture.journal`), with no daemon;
+Capture writes the journal directly (redacted; `memory_agent.intake.journal`), with no daemon;
 injection asks the daemon (`POST /hooks/recall` on its socket) and prints
 `{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`. If the daemon is not running
 the hook starts it in the background and injects nothing this time. Every hook is synchronous
@@ -149,8 +149,8 @@ def run(
     event: str, payload: dict[str, Any], home: Path, client: str, deadline: float, cfg: Any = None
 ) -> str:
     """Capture and, for the events that inject, the text to print (maybe empty)."""
-    from memory_agent.capture import journal
     from memory_agent.clock import Clock
+    from memory_agent.intake import journal
 
     if cfg is None:
         from memory_agent import config as config_mod
@@ -162,7 +162,7 @@ def run(
     now = Clock.from_setting(cfg.clock).now()
     project = None  # the identity of the project the session is in (prompt and start only)
     if event in ("prompt", "session-start") and payload.get("cwd"):
-        from memory_agent.capture.projects import identify
+        from memory_agent.intake.projects import identify
 
         found = identify(str(payload["cwd"]))
         project = found.identity if found is not None else None

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memory_agent.capture import journal
 from memory_agent.capture.episodes import Episode, Step, command_key, episodes_of
-from memory_agent.capture.journal import sessions
 from memory_agent.capture.lessons import lesson_key
-from memory_agent.capture.projects import identify
+from memory_agent.intake import journal
+from memory_agent.intake.journal import sessions
+from memory_agent.intake.projects import identify
 
 __all__ = ["Observation", "merge", "observations", "observe", "scan"]
 

@@ -156,7 +156,7 @@ def claude_denials(payload: dict[str, Any], folder: Path, session: str) -> list[
 
 def _drop_journaled(calls: dict[str, Any], folder: Path, session: str) -> None:
     """Remove from `calls` the tool_use_ids the session's journal already holds (its end)."""
-    from memory_agent.capture.journal import session_name
+    from memory_agent.intake.journal import session_name
 
     journal = folder / f"{session_name(session)}.jsonl"
     for line in _tail_lines(journal, 256_000, b'"call"'):

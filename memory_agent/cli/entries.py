@@ -163,8 +163,8 @@ def cmd_project(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from memory_agent import config
-    from memory_agent.capture.projects import identify
     from memory_agent.errors import NotFound
+    from memory_agent.intake.projects import identify
     from memory_agent.kb.scopes import MAP_FILE, ScopeMap
 
     folder = os.path.abspath(args.dir)

@@ -1,4 +1,4 @@
-"""`memory-agent import PATH...`: read what people already wrote (`memory_agent.kb.imports`),
+"""`memory-agent import PATH...`: read what people already wrote (`memory_agent.write.imports`),
 then preview or write it through the daemon's gateway (`Gateway.import_entries`), one commit."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from memory_agent.cli.shells import daemon_client, emit
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from memory_agent.kb.imports import read_sources
+    from memory_agent.write.imports import read_sources
 
     sections, skipped = read_sources(args.path)
     where = args.project or os.getcwd()

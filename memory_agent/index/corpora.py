@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memory_agent.capture.projects import GLOBAL, identify
 from memory_agent.errors import CorpusError
+from memory_agent.intake.projects import GLOBAL, identify
 from ragcore import Document, PathRule, load_markdown
 
 __all__ = ["Corpus", "CorpusError", "corpus_files", "load_corpora", "load_corpus_document"]

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from memory_agent.capture.episodes import EPISODES, load_session
-from memory_agent.capture.journal import sessions
-from memory_agent.capture.projects import identify
 from memory_agent.index.changes import Changes, Known, stamp_of
 from memory_agent.index.watch import Watcher
+from memory_agent.intake.journal import sessions
+from memory_agent.intake.projects import identify
 from ragcore import DocInfo
 
 __all__ = ["EpisodeSource"]

@@ -10,7 +10,7 @@ Two ways to run:
 
 The reads (search, get, history) are `memory_agent.recall.reads`, which take a `Memory`; this
 module does not import them (docs/adr/0013-layout-by-job.md). Writes go through
-`memory_agent.kb.gateway`; creating a home is `memory_agent.kb.home`.
+`memory_agent.write.gateway`; creating a home is `memory_agent.kb.home`.
 
 Threads (the daemon serves calls concurrently): `write_lock` serialises everything that
 changes the index - a write, a refresh, a rebuild's scan and switch. Reads take no lock: they

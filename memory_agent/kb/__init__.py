@@ -1,6 +1,6 @@
-"""The knowledge base and its one write path: entries and their files, the gateway with its
-checks, dedup, redo log and git, the home; and the memory's policy constants (dedup thresholds,
-ranking), which recall reads from here.
+"""The knowledge base on disk: the entry format and its files, git plumbing, the home's
+folders, the KBs of a home and the scopes entries are written into. The bottom of the pack:
+it imports nothing of index, recall, write, sync, capture or serve (tests/test_layout.py).
 
 Kept free of imports (docs/adr/0013-layout-by-job.md): importing a module of this package
 loads nothing else."""

@@ -63,7 +63,7 @@ LIFECYCLE = ("supersedes", "superseded_by", "superseded_at", "archived_at", "arc
 OPTIONAL = ("scope", "tags", "links", "source", "updated", "episodes")
 KEY_ORDER = REQUIRED + ("scope", "tags", "links") + LIFECYCLE + ("source", "episodes", "updated")
 # Typed links an author writes in the frontmatter (`links: {derived_from: [id], ...}`), besides
-# the [[wikilinks]] of the body; their weights in the ranking are in memory_agent.kb.policy.
+# the [[wikilinks]] of the body; their weights in the ranking are in memory_agent.recall.policy.
 LINK_KINDS = ("references", "derived_from", "contained_in", "contradicts")
 # The links of one entry that are read (its typed links in frontmatter order, then its body's
 # [[wikilinks]], each target once): the gateway takes at most 20 per kind, but a hand-written

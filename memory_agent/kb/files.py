@@ -6,7 +6,7 @@ pulled with git can bring one in) is never followed: the scan reports it and lea
 lookup refuses it naming the path, so no read or write can be led outside the KB or onto
 another entry. When two type folders hold the same `<id>.md`, the first in the order of
 ENTRY_TYPES owns the id and the other is reported. The scan (`index.scanner`), `memory_get`
-(`recall.reads`) and the write path (`kb.gateway`) all find and read entry files through here.
+(`recall.reads`) and the write path (`write.gateway`) all find and read entry files through here.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 An entry's `scope:` is `global` (also when absent) or a short name, such as `alpha`; the one
 file `kb/projects.yaml` maps each name to the project's full identity
-(`memory_agent.capture.projects`), so the KB carries it wherever it goes:
+(`memory_agent.intake.projects`), so the KB carries it wherever it goes:
 
     # memory-agent: the projects entries are scoped to (`scope: <name>` -> identity)
     alpha: github.com/acme/alpha
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from memory_agent.capture.projects import GLOBAL, short_name
 from memory_agent.errors import Invalid
+from memory_agent.intake.projects import GLOBAL, short_name
 
 __all__ = ["MAP_FILE", "ScopeMap", "check_scope", "project_named", "resolve", "search_scopes"]
 

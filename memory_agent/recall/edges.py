@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from memory_agent.kb import policy
+from memory_agent.recall import policy
 from memory_agent.recall.ranking import Edge
 from ragcore import Index
 

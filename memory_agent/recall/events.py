@@ -10,7 +10,7 @@ concurrent or successive daemons never write to the same file. Kinds:
     {"kind": "inject", "session", "event", "ids", "chars", "ts"}      (what a hook showed)
     {"kind": "reinforce", "entry", "lesson", "ts"}     (the gate saw a promoted lesson again)
 
-Free text (a query's `text`, an importance `note`) is redacted (`memory_agent.capture.redact`)
+Free text (a query's `text`, an importance `note`) is redacted (`memory_agent.intake.redact`)
 before it is written: a search for a pasted token must not store the token.
 
 `fold` turns the files into per-entry `EntryStats`. It is a pure function of the files (same
@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_agent.capture.redact import redact
 from memory_agent.files import gzip_to
-from memory_agent.kb.policy import RECALL_COUNTS_UP_TO_RANK
+from memory_agent.intake.redact import redact
 from memory_agent.procs import pid_alive
+from memory_agent.recall.policy import RECALL_COUNTS_UP_TO_RANK
 
 __all__ = [
     "EntryStats",

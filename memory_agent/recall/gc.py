@@ -2,7 +2,7 @@
 
 Nothing is ever deleted: `memory-agent gc --dry-run` lists the entries with the reason; applying
 it archives the archive candidates through the gateway (preview first, then one commit with all
-of them). Dormant entries are only ranked lower (see `memory_agent.kb.policy`).
+of them). Dormant entries are only ranked lower (see `memory_agent.recall.policy`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_agent.index.memory import KB_SOURCE, Memory
-from memory_agent.kb import policy
+from memory_agent.recall import policy
 from memory_agent.recall.ranking import idle_days
 
 __all__ = ["plan"]

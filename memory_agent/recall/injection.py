@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from memory_agent.capture.episodes import EPISODES, is_bare
-from memory_agent.capture.journal import session_name
+from memory_agent.intake.journal import session_name
 from memory_agent.kb.scopes import search_scopes
 from memory_agent.recall.reads import default_filter, rank
 from memory_agent.recall.stages import in_two_stages

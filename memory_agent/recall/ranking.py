@@ -1,4 +1,4 @@
-"""Re-ranking with the memory's dynamics (`memory_agent.kb.policy`): reinforcement, importance,
+"""Re-ranking with the memory's dynamics (`memory_agent.recall.policy`): reinforcement, importance,
 recency and decay, links. Input: ragcore's hits (relevance); output: ranked entries with every
 signal's contribution, for `explain`.
 """
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_agent.clock import parse_time
-from memory_agent.kb import policy
+from memory_agent.recall import policy
 from memory_agent.recall.events import EntryStats
 
 __all__ = ["Edge", "Ranked", "rerank"]

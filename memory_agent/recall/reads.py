@@ -18,11 +18,11 @@ from memory_agent import limits
 from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import parse_time
 from memory_agent.errors import Invalid, NotFound, NotReady
-from memory_agent.kb import policy
 from memory_agent.kb.entries import ENTRY_TYPES, MAX_LINKS_READ, read_entry
 from memory_agent.kb.files import read_kb_entry
 from memory_agent.kb.kbs import kb_of_source, split_id
 from memory_agent.kb.scopes import search_scopes
+from memory_agent.recall import policy
 from memory_agent.recall.edges import neighbours_of
 from memory_agent.recall.ranking import Ranked, _ts, rerank
 from memory_agent.recall.stages import in_two_stages
@@ -396,7 +396,7 @@ def history(memory: Memory, entry_id: str) -> dict[str, Any]:
 def _episode(memory: Memory, entry_id: str) -> dict[str, Any]:
     """An episode, read from the journal (the truth of L0/L1)."""
     from memory_agent.capture.episodes import load_session
-    from memory_agent.capture.journal import sessions
+    from memory_agent.intake.journal import sessions
 
     _, session, n = (entry_id.split("/") + ["", ""])[:3]
     paths = sessions(memory.place.journal_dir).get(session, [])

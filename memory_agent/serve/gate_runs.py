@@ -15,8 +15,8 @@ from memory_agent import limits
 from memory_agent.capture.gate import Gate
 from memory_agent.errors import describe
 from memory_agent.index.memory import Memory
-from memory_agent.kb.gateway import Gateway
 from memory_agent.serve.model import ModelLoader
+from memory_agent.write.gateway import Gateway
 
 __all__ = ["GATE_DELAY_S", "GateRuns"]
 

@@ -1,5 +1,5 @@
 """The daemon's calls about the KBs of a home (docs/adr/0017-team-kb.md): list, add and remove
-one (`memory_agent.kb.clones` does the git), a round of sync of every KB or of one, and each
+one (`memory_agent.sync.clones` does the git), a round of sync of every KB or of one, and each
 KB's remote state. `Service` calls these with its memory, its rounds (`KbRemotes`) and its
 write lock."""
 
@@ -10,10 +10,10 @@ from typing import Any
 
 from memory_agent.errors import MemoryAgentError, NotFound, describe
 from memory_agent.index.memory import Memory
-from memory_agent.kb import clones
 from memory_agent.kb.kbs import KbPlace
-from memory_agent.kb.remote import shown
 from memory_agent.serve.remote_runs import KbRemotes
+from memory_agent.sync import clones
+from memory_agent.sync.remote import shown
 
 __all__ = ["add", "listing", "remote_status", "remove", "sync"]
 

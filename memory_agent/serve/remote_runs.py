@@ -1,4 +1,4 @@
-"""The daemon's own rounds of sync with the KB's remote (`memory_agent.kb.remote`): every
+"""The daemon's own rounds of sync with the KB's remote (`memory_agent.sync.remote`): every
 `sync_interval` seconds, shortly after a write and at a session's start - in a background
 thread, never in a caller's way. While the remote is unreachable the interval doubles (up to an
 hour) and comes back down after a round that works; a rewritten upstream stops the rounds until
@@ -16,7 +16,7 @@ from typing import Any
 
 from memory_agent.errors import MemoryAgentError
 from memory_agent.kb.kbs import KbPlace
-from memory_agent.kb.remote import RemoteUnreachable, Syncer, UpstreamRewritten
+from memory_agent.sync.remote import RemoteUnreachable, Syncer, UpstreamRewritten
 
 __all__ = ["KbRemotes", "RemoteRuns"]
 

@@ -2,7 +2,7 @@
 
 Versions before the structured redaction (issue 17) stored some secrets verbatim: the value of
 a `{"password": ...}` key, `curl -u user:pass`, a search query holding a token. The scrub runs
-today's redaction (`memory_agent.capture.redact`) over everything captured so far:
+today's redaction (`memory_agent.intake.redact`) over everything captured so far:
 
 - the journal (`journal/`): every record of the plain files, the gzipped parts and any file a
   compaction left aside. A gzipped part is rewritten crash-safely under its own name (a temp
@@ -41,9 +41,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from memory_agent.capture import journal
-from memory_agent.capture.redact import redact, redact_value
 from memory_agent.files import replacing, temp_name
+from memory_agent.intake import journal
+from memory_agent.intake.redact import redact, redact_value
 from memory_agent.procs import pid_alive
 from memory_agent.recall.events import redact_event
 

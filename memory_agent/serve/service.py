@@ -27,14 +27,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from memory_agent import __version__, limits
-from memory_agent.capture import journal
-from memory_agent.capture.projects import ProjectCache
 from memory_agent.errors import Conflict, Invalid
 from memory_agent.files import pause_point
 from memory_agent.index.memory import Memory
-from memory_agent.kb.gateway import Gateway
+from memory_agent.intake import journal
+from memory_agent.intake.projects import ProjectCache
 from memory_agent.kb.kbs import KbPlace, split_id
-from memory_agent.kb.remote import Syncer
 from memory_agent.kb.scopes import project_named
 from memory_agent.recall import injection as recall_mod
 from memory_agent.recall import reads
@@ -45,6 +43,8 @@ from memory_agent.serve.gate_runs import GateRuns
 from memory_agent.serve.model import ModelLoader
 from memory_agent.serve.remote_runs import KbRemotes, RemoteRuns
 from memory_agent.serve.usage import Usage
+from memory_agent.sync.remote import Syncer
+from memory_agent.write.gateway import Gateway
 from ragcore import Document, chunk_document
 
 __all__ = ["Service"]
@@ -408,7 +408,7 @@ class Service:
         """`memory-agent import`: the sections the CLI read, through the gateway's batch
         write (`Gateway.import_entries`), from the project of `where`. Their text is redacted
         before it is embedded or written."""
-        from memory_agent.kb.imports import clean_sections
+        from memory_agent.write.imports import clean_sections
 
         self.touch()
         self.model.wait()

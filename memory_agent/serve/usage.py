@@ -13,8 +13,8 @@ import threading
 import time
 from typing import Any
 
-from memory_agent.capture.redact import redact
 from memory_agent.index.memory import Memory
+from memory_agent.intake.redact import redact
 from memory_agent.recall.events import EventLog, apply_event, compact, fold
 from memory_agent.recall.reads import Found
 

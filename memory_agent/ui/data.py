@@ -13,9 +13,9 @@ from typing import Any
 from memory_agent import config
 from memory_agent.capture.episodes import load_session
 from memory_agent.capture.gate import read_state
-from memory_agent.capture.journal import sessions
 from memory_agent.client import DaemonClient
 from memory_agent.clock import Clock
+from memory_agent.intake.journal import sessions
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.recall.events import read_events
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from memory_agent import config
-from memory_agent.capture.journal import append, compact, read_session, sessions
 from memory_agent.client import DaemonClient
 from memory_agent.index.memory import Memory
+from memory_agent.intake.journal import append, compact, read_session, sessions
 from memory_agent.serve.mcp_config import hook_command
 from tests.memory_agent.helpers import git
 from tests.memory_agent.mcp_helpers import ROOT, daemon_pids, env_for

@@ -13,7 +13,7 @@ import pytest
 from memory_agent import config
 from memory_agent.client import DaemonClient
 from memory_agent.index.memory import Memory
-from memory_agent.kb import policy
+from memory_agent.recall import policy
 from ragcore import extract_entities
 from tests.memory_agent.helpers import git
 from tests.memory_agent.mcp_helpers import daemon_pids, env_for

@@ -15,10 +15,10 @@ import pytest
 
 from memory_agent import config
 from memory_agent.capture.gate import read_state
-from memory_agent.capture.journal import compact
 from memory_agent.capture.lessons import lesson_key, looks_like_instruction
 from memory_agent.client import DaemonClient
 from memory_agent.index.memory import Memory
+from memory_agent.intake.journal import compact
 from memory_agent.serve.mcp_config import hook_command
 from tests.memory_agent.helpers import git
 from tests.memory_agent.mcp_helpers import ROOT, daemon_pids, env_for
@@ -372,8 +372,8 @@ def test_identical_episodes_are_injected_once(make_home, shared_cache):
 def test_a_lesson_the_gate_wrote_is_injected_quoted_like_an_episode(env_home, minilm_model):
     """Under `gate = auto` a lesson is captured text written by the gate, not a person's
     words: recall quotes it as data (review of issue 17)."""
-    from memory_agent.kb.gateway import Gateway
     from memory_agent.recall import injection as recall_mod
+    from memory_agent.write.gateway import Gateway
     from tests.memory_agent.helpers import make_memory
 
     memory = make_memory(env_home, minilm_model, resident=True)

@@ -14,9 +14,9 @@ import pytest
 
 from memory_agent import config
 from memory_agent.capture.episodes import load_session
-from memory_agent.capture.journal import read_session, sessions
 from memory_agent.client import DaemonClient
 from memory_agent.index.memory import Memory
+from memory_agent.intake.journal import read_session, sessions
 from memory_agent.serve import mcp_config
 from memory_agent.serve.mcp_config import hook_command
 from tests.memory_agent.mcp_helpers import daemon_pids, env_for

@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 
 from memory_agent import config
-from memory_agent.capture import journal
-from memory_agent.capture import redact as redact_module
 from memory_agent.capture.gate import Gate, read_state
-from memory_agent.capture.journal import (
+from memory_agent.client import DaemonClient
+from memory_agent.index.memory import Memory
+from memory_agent.intake import journal
+from memory_agent.intake import redact as redact_module
+from memory_agent.intake.journal import (
     MAX_FIELD,
     MAX_OUTPUT,
     REDACT_BUDGET,
@@ -30,9 +32,7 @@ from memory_agent.capture.journal import (
     read_session,
     sessions,
 )
-from memory_agent.capture.redact import redact, redact_value
-from memory_agent.client import DaemonClient
-from memory_agent.index.memory import Memory
+from memory_agent.intake.redact import redact, redact_value
 from memory_agent.recall.events import EventLog
 from memory_agent.serve.mcp_config import hook_command
 from memory_agent.serve.scrub import scrub_home
@@ -181,7 +181,7 @@ def test_redaction_time_grows_linearly_on_adversarial_input():
     code = textwrap.dedent(
         """
         import json, sys, time
-        from memory_agent.capture.redact import redact
+        from memory_agent.intake.redact import redact
         shapes = {
             "hex": "0123456789abcdef", "token-like": "a_b-", "assignments": "token=",
             "flags": "--password ", "quotes": 'password:"', "jwt-ish": "eyJ-",

@@ -315,7 +315,7 @@ def test_a_write_acknowledged_during_a_rebuild_is_in_the_new_generation(
     used up - the new generation must still hold it (review of issue 18)."""
     import threading
 
-    from memory_agent.kb.gateway import Gateway
+    from memory_agent.write.gateway import Gateway
     from tests.memory_agent.helpers import make_memory
 
     monkeypatch.setenv("MEMORY_AGENT_FAULT", "pause-rebuild")

@@ -20,7 +20,7 @@ from memory_agent.client import DaemonClient
 from memory_agent.clock import Clock
 from memory_agent.errors import DaemonError
 from memory_agent.index.memory import Memory
-from memory_agent.kb.gateway import Gateway
+from memory_agent.write.gateway import Gateway
 from tests.issues.test_12_ui import UI, request
 from tests.memory_agent.helpers import git
 from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for

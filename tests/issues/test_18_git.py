@@ -16,18 +16,18 @@ from pathlib import Path
 import pytest
 
 from memory_agent import config
-from memory_agent.capture import journal
 from memory_agent.capture.gate import Gate, read_state
 from memory_agent.capture.records import record_for
 from memory_agent.client import DaemonClient
 from memory_agent.errors import Conflict, GitError, RepoBusy, ToolCallError, describe
 from memory_agent.index.links import link_graph
 from memory_agent.index.memory import Memory
+from memory_agent.intake import journal
 from memory_agent.kb.entries import MAX_LINKS_READ
-from memory_agent.kb.gateway import Gateway
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.gitrun import git_processes
 from memory_agent.recall import reads
+from memory_agent.write.gateway import Gateway
 from tests.memory_agent.helpers import make_memory
 from tests.memory_agent.mcp_helpers import ROOT, daemon_pids, env_for
 

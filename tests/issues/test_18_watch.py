@@ -34,7 +34,7 @@ def test_without_inotify_an_acknowledged_write_is_searchable_at_once_and_dedup_s
 ):
     """A writer's refresh is not rate-limited: the entry a reply names is in the generation
     it names, and an identical add right after it is a duplicate (review of issue 18)."""
-    from memory_agent.kb.gateway import Gateway
+    from memory_agent.write.gateway import Gateway
 
     monkeypatch.setenv("MEMORY_AGENT_NO_INOTIFY", "1")
     memory = make_memory(env_home, minilm_model, resident=True)

@@ -14,7 +14,7 @@ import yaml
 from memory_agent import config
 from memory_agent.client import DaemonClient
 from memory_agent.index.memory import Memory
-from memory_agent.kb.imports import Section, infer_type, read_sources, split_document
+from memory_agent.write.imports import Section, infer_type, read_sources, split_document
 from tests.memory_agent.helpers import git
 from tests.memory_agent.mcp_helpers import daemon_pids, env_for, serve_home
 

@@ -13,9 +13,9 @@ import yaml
 
 from memory_agent import config
 from memory_agent.capture.lessons import Lesson
-from memory_agent.capture.projects import identify, normalize_remote, short_name
 from memory_agent.client import DaemonClient
 from memory_agent.index.memory import Memory
+from memory_agent.intake.projects import identify, normalize_remote, short_name
 from memory_agent.kb.scopes import ScopeMap
 from memory_agent.serve.mcp_config import hook_command
 from tests.memory_agent.helpers import git

@@ -27,7 +27,7 @@ def note(kb, entry_id, body, folder="note"):
 def test_a_secret_in_a_commit_message_is_never_pushed(tmp_path):
     """A token pasted into a commit message (a commit by hand) was pushed: only the files were
     scanned. Fails at the `pytest.raises` (the round pushed) and at the remote's log."""
-    from memory_agent.kb.remote import SecretFound
+    from memory_agent.sync.remote import SecretFound
 
     kb, remote, syncer = kb_with_remote(tmp_path)
     since = head_of(kb)
@@ -58,7 +58,7 @@ def test_a_token_in_any_part_of_the_remote_urls_userinfo_is_never_shown_or_store
     only `user:password@` was masked (and a password holding `@` kept its tail). Fails at
     the first `TOKEN not in` (the set reply)."""
     from memory_agent.kb.gitrepo import KBRepo
-    from memory_agent.kb.remote import RemoteUnreachable, Syncer
+    from memory_agent.sync.remote import RemoteUnreachable, Syncer
 
     kb = tmp_path / "kb"
     KBRepo.init(kb)
@@ -74,7 +74,7 @@ def test_a_token_in_any_part_of_the_remote_urls_userinfo_is_never_shown_or_store
 
 
 def test_a_user_name_without_a_password_in_an_ssh_url_is_shown():
-    from memory_agent.kb.remote import shown
+    from memory_agent.sync.remote import shown
 
     assert shown("ssh://git@example.com/me/memory.git") == "ssh://git@example.com/me/memory.git"
     assert shown("git@example.com:me/memory.git") == "git@example.com:me/memory.git"
@@ -131,7 +131,7 @@ def two_kbs_on_branches(tmp_path, first: str, second: str):
     import threading
 
     from memory_agent.kb.gitrepo import KBRepo
-    from memory_agent.kb.remote import Syncer
+    from memory_agent.sync.remote import Syncer
 
     remote = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
@@ -270,7 +270,7 @@ def test_a_secret_in_a_file_that_was_a_symbolic_link_is_never_pushed(tmp_path):
     pushed. Fails at the `pytest.raises`."""
     import os
 
-    from memory_agent.kb.remote import SecretFound
+    from memory_agent.sync.remote import SecretFound
 
     kb, remote, syncer = kb_with_remote(tmp_path)
     (kb / "note").mkdir()
@@ -416,8 +416,8 @@ def test_kb_remove_of_a_read_only_kb_with_a_commit_by_hand_names_a_fix_that_work
     sync --kb NAME` "to push them" - but a read-only KB's round never pushes, so the fix
     never worked and the KB could not be removed. Fails at the fix's text."""
     from memory_agent.errors import Conflict
-    from memory_agent.kb.clones import add_kb, remove_kb
     from memory_agent.kb.kbs import Registry
+    from memory_agent.sync.clones import add_kb, remove_kb
 
     kb, remote, syncer = kb_with_remote(tmp_path)
     registry = Registry(tmp_path / "home")
@@ -557,7 +557,7 @@ def test_a_kb_with_a_file_of_its_own_but_no_entry_is_replayed_not_replaced(tmp_p
     import threading
 
     from memory_agent.kb.gitrepo import KBRepo
-    from memory_agent.kb.remote import Syncer
+    from memory_agent.sync.remote import Syncer
 
     kb_a, remote, a = kb_with_remote(tmp_path)
     note(kb_a, "from-a", "An entry on the remote.")

@@ -9,7 +9,7 @@ import subprocess
 import threading
 
 from memory_agent.kb.gitrepo import KBRepo
-from memory_agent.kb.remote import Syncer
+from memory_agent.sync.remote import Syncer
 from tests.issues.test_21_sync import pair  # noqa: F401 - the two homes and the remote
 from tests.memory_agent.helpers import git
 
@@ -137,7 +137,7 @@ def head_of(kb) -> str:
 def test_the_secret_scan_reads_every_blob_with_one_git_process(tmp_path, monkeypatch):
     import pytest
 
-    from memory_agent.kb.remote import SecretFound
+    from memory_agent.sync.remote import SecretFound
 
     kb, remote, syncer = kb_with_remote(tmp_path)
     since = head_of(kb)

@@ -11,8 +11,8 @@ from memory_agent import config
 from memory_agent.clock import Clock, parse_time
 from memory_agent.errors import Conflict, Invalid, WriteFailed, describe
 from memory_agent.index.memory import Memory
-from memory_agent.kb.gateway import Gateway
 from memory_agent.recall import reads
+from memory_agent.write.gateway import Gateway
 from ragcore import IndexInconsistent
 from tests.memory_agent.helpers import git, make_memory
 

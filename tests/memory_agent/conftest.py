@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from memory_agent.index.memory import Memory
-from memory_agent.kb.gateway import Gateway
+from memory_agent.write.gateway import Gateway
 from ragcore import MiniLMEmbedder
 from tests.memory_agent.helpers import make_memory
 

@@ -7,14 +7,14 @@ import subprocess
 import sys
 import textwrap
 
-from memory_agent.kb.gateway import Gateway
 from memory_agent.recall import reads
+from memory_agent.write.gateway import Gateway
 from tests.memory_agent.helpers import git, make_memory
 
 WRITER = textwrap.dedent("""
     import json, sys
     from memory_agent import config
-    from memory_agent.kb.gateway import Gateway
+    from memory_agent.write.gateway import Gateway
     from memory_agent.index.memory import Memory
     from tests.memory_agent.distinct_facts import fact
     worker = int(sys.argv[1])
@@ -77,7 +77,7 @@ def test_eight_processes_adding_ten_entries_each_end_with_eighty_commits(
 
 def _killed_add(home, cache, fault, request_id):
     code = (
-        "from memory_agent import config\nfrom memory_agent.kb.gateway import Gateway\n"
+        "from memory_agent import config\nfrom memory_agent.write.gateway import Gateway\n"
         "from memory_agent.index.memory import Memory\n"
         "Gateway(Memory(config.load())).add('Killed mid-write', "
         "'The process was killed while writing this entry.', type='note', "

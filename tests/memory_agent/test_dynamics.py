@@ -11,7 +11,7 @@ import pytest
 from memory_agent import __version__, config
 from memory_agent.client import DaemonClient
 from memory_agent.index.memory import Memory
-from memory_agent.kb import policy
+from memory_agent.recall import policy
 from tests.memory_agent.mcp_helpers import daemon_pids
 
 

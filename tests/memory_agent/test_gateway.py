@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from memory_agent.errors import Conflict, Invalid, NotFound, ReadOnly
-from memory_agent.kb.gateway import Gateway
-from memory_agent.kb.policy import DEDUP_THRESHOLDS
 from memory_agent.recall import reads
+from memory_agent.write.dedup import DEDUP_THRESHOLDS
+from memory_agent.write.gateway import Gateway
 from tests.memory_agent.helpers import git, make_memory
 
 BODY = (

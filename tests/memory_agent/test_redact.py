@@ -2,8 +2,8 @@
 
 import pytest
 
-from memory_agent.capture import redact as redact_module
-from memory_agent.capture.redact import redact
+from memory_agent.intake import redact as redact_module
+from memory_agent.intake.redact import redact
 
 SAMPLES = {
     "aws": ("export AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),

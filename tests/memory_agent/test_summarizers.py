@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from memory_agent import config
-from memory_agent.capture import journal
 from memory_agent.capture.gate import Gate
 from memory_agent.capture.records import record_for
 from memory_agent.capture.summarizers import (
@@ -17,8 +16,9 @@ from memory_agent.capture.summarizers import (
     registered_summarizers,
 )
 from memory_agent.errors import ConfigError
+from memory_agent.intake import journal
 from memory_agent.kb.entries import entry_path, read_entry
-from memory_agent.kb.gateway import Gateway
+from memory_agent.write.gateway import Gateway
 from tests.memory_agent.helpers import make_memory
 
 TOY = '''

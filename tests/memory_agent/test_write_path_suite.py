@@ -11,8 +11,8 @@ from pathlib import Path
 
 from memory_agent.errors import MemoryAgentError
 from memory_agent.index.memory import DEMO_KB
-from memory_agent.kb.gateway import Gateway
 from memory_agent.recall import reads
+from memory_agent.write.gateway import Gateway
 from tests.memory_agent.helpers import git, make_memory
 
 REWORDINGS = (

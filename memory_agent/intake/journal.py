@@ -8,7 +8,7 @@
       prompt: "prompt"        tool: "tool", "input", "output", "ok", "error"
       stop:   "answer"        start/end: "source" / "reason"
 
-Everything is redacted (`memory_agent.capture.redact`, on the structure: a key that names a secret
+Everything is redacted (`memory_agent.intake.redact`, on the structure: a key that names a secret
 hides its whole value) and cut before it is written: a long text is cut with a margin, then
 redacted, then cut exactly (a secret across the cut leaves no fragment; redaction never reads
 the megabytes that are not kept); nesting stops at `MAX_DEPTH`; each field is bounded as a
@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from memory_agent.capture.redact import (
+from memory_agent.intake.redact import (
     pair_names_secret,
     redact,
     redact_items,

@@ -1,6 +1,7 @@
-"""The memory's policy: every constant of what it accepts and how it ranks, in one place, each
-one explained. Constants and pure functions only, so both the write path (`kb.gateway`: the
-dedup thresholds) and recall (`recall.ranking`, `recall.gc`) read it from here, below them both.
+"""The ranking policy: every constant of how the memory ranks what it recalls, in one place,
+each one explained. Constants and pure functions only, read by `recall.ranking`, `recall.edges`,
+`recall.events` and `recall.gc`. (What the memory accepts - the dedup thresholds - is the write
+path's: `memory_agent.write.dedup`.)
 
 Search (ragcore) gives each entry a relevance score in [0, 1] (the fused score: 1 for the best
 match of the query, lower for weaker ones). On top of it the memory adds small signals learned
@@ -13,16 +14,6 @@ entries of about the same relevance, never lift an unrelated entry over a releva
 from __future__ import annotations
 
 import math
-
-# -- dedup: when a new entry is already known ------------------------------------------------
-# Cosine similarity at or above which a new entry is a near-duplicate of an existing active
-# entry, per embedder (`memory_add` then says `duplicate` unless forced; another embedder gets
-# DEDUP_DEFAULT). minilm: the middle of the gap between distinct/related entries (max 0.775) and
-# light rewordings (min 0.954) on the demo KB, experiments/dedup-threshold. bge-m3: the seed
-# system's calibration on its own KB (distinct <= 0.792, re-adds >= 0.949); not re-measured
-# here (no BGE-M3 weights on the measuring machine).
-DEDUP_THRESHOLDS = {"minilm": 0.865, "bge-m3": 0.88}
-DEDUP_DEFAULT = 0.9
 
 # -- reinforcement: an entry recalled often was useful often ---------------------------------
 # bonus = REINFORCEMENT_SCALE * ln(1 + recall_count), at most REINFORCEMENT_CAP. The log makes
@@ -96,10 +87,6 @@ EDGE_WEIGHTS = {
 QUERY_ENTITY_SCALE = 0.0
 ENTITY_MAX_DOCS = 50
 ENTITY_NEIGHBOURS = 20
-
-
-def dedup_threshold(embedder: str) -> float:
-    return DEDUP_THRESHOLDS.get(embedder, DEDUP_DEFAULT)
 
 
 def pace(entry_type: str) -> str:

@@ -1,4 +1,4 @@
-"""A remote that lacks the KB's branch (`memory_agent.kb.remote`): a round's fetch found no
+"""A remote that lacks the KB's branch (`memory_agent.sync.remote`): a round's fetch found no
 `refs/heads/<branch>` there. An empty remote is the normal first push, which creates it; a
 remote that holds other branches is not - the machines would write to two branches, each
 round saying ahead 0 / behind 0, and never see each other's entries. That happens when two

@@ -1,5 +1,5 @@
 """Merging one replayed file into upstream's tree by what it means (a sync's replay,
-`memory_agent.kb.remote`). Deterministic, nothing lost, no conflict marker ever written:
+`memory_agent.sync.remote`). Deterministic, nothing lost, no conflict marker ever written:
 
 - the same change on both sides, or a file only this side changed: taken as is;
 - the same new id created on both sides with different content (in one type folder or in

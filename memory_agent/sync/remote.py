@@ -6,7 +6,7 @@ now; the daemon runs them on its own). A round (`Syncer.run`):
 2. Only ahead: push. Only behind: fast-forward. Diverged (or two unrelated first commits: every
    home starts its own): **replay this machine's unpushed commits on upstream in a temporary
    worktree**, one commit each with its message and author, the files merged by what they mean
-   (`memory_agent.kb.merging`: no conflict marker is ever written). A KB holding only what
+   (`memory_agent.sync.merging`: no conflict marker is ever written). A KB holding only what
    `init` wrote takes upstream's history as it is.
 3. The incoming entries are embedded into the embedding cache, still with no lock held.
 4. Under the write lock, for that moment alone: the branch is still where the replay started
@@ -14,7 +14,7 @@ now; the daemon runs them on its own). A round (`Syncer.run`):
    (`refs/memory-agent/rescue/<time>`), and `git reset --keep` moves the branch and the files
    (a person's uncommitted edits stay). The index follows the files.
 5. The commits to publish, their files and their messages, are scanned with capture's secret
-   patterns (`memory_agent.kb.publish`: one holding a secret is refused, naming the file or
+   patterns (`memory_agent.sync.publish`: one holding a secret is refused, naming the file or
    the commit and the way out), then `git push` - never forced. Refused because
    the other side pushed first: the round starts again (three times); refused by the remote's
    own rule (a hook, a protected branch): said so, the commits kept for the next round.
@@ -38,14 +38,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memory_agent.capture.redact import redact
 from memory_agent.errors import Conflict, GitError, Invalid, MemoryAgentError, NotReady
+from memory_agent.intake.redact import redact
 from memory_agent.kb.entries import ValidationError, parse_entry
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.gitrun import machine_name
-from memory_agent.kb.merging import VARIANTS, Merge
-from memory_agent.kb.publish import SecretFound, check_quiet, check_secrets
-from memory_agent.kb.upstream import check_missing_branch, set_remote
+from memory_agent.sync.merging import VARIANTS, Merge
+from memory_agent.sync.publish import SecretFound, check_quiet, check_secrets
+from memory_agent.sync.upstream import check_missing_branch, set_remote
 
 __all__ = [
     "REMOTE", "PushRefused", "RemoteUnreachable", "SecretFound", "Syncer", "UpstreamRewritten"

@@ -11,7 +11,7 @@ request's fields, the entry a lifecycle write changes, and the files it will wri
   uncommitted edit is never changed (`Conflict`, with the git command that commits or reverts
   it).
 
-The gateway (`memory_agent.kb.gateway`) runs these; each raises and writes nothing.
+The gateway (`memory_agent.write.gateway`) runs these; each raises and writes nothing.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What people already wrote, read as entries to import: `CLAUDE.md`, `AGENTS.md`, Cursor's
 `.cursor/rules/*.md[c]`, Claude Code's auto-memory folder (`~/.claude/projects/<p>/memory/`) and
 a folder of Markdown notes (an Obsidian vault). `memory-agent import` reads them here, the
-gateway writes them (`Gateway.import_entries`, planned by `memory_agent.kb.import_plan`).
+gateway writes them (`Gateway.import_entries`, planned by `memory_agent.write.import_plan`).
 
 **Files.** A PATH is a file or a folder. A folder is read for every `.md` and `.mdc` file
 below it, in name order; folders below it whose name starts with a dot (`.obsidian`, `.git`,
@@ -42,7 +42,7 @@ and worktree names it alike), else its absolute path with the home folder writte
 gateway matches a new import against it: the same origin with the same text is unchanged, with
 other text it is superseded (docs/adr/0015-import.md).
 
-**Secrets** are redacted as capture redacts them (`memory_agent.capture.redact.redact`), in
+**Secrets** are redacted as capture redacts them (`memory_agent.intake.redact.redact`), in
 `clean_sections`, which the write path runs whatever its caller.
 """
 
@@ -58,9 +58,9 @@ from typing import Any
 import yaml
 
 from memory_agent import limits
-from memory_agent.capture.projects import identify
-from memory_agent.capture.redact import redact
 from memory_agent.errors import Invalid
+from memory_agent.intake.projects import identify
+from memory_agent.intake.redact import redact
 from memory_agent.kb.entries import ENTRY_TYPES, TAG_RE
 
 __all__ = [

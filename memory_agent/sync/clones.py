@@ -23,7 +23,7 @@ from typing import Any
 from memory_agent.errors import Conflict, GitError, Invalid
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.kbs import KbPlace, Registry, check_name
-from memory_agent.kb.remote import FETCH_TIMEOUT_S, REMOTE, shown
+from memory_agent.sync.remote import FETCH_TIMEOUT_S, REMOTE, shown
 
 __all__ = ["add_kb", "remove_kb", "unpushed"]
 

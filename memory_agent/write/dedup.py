@@ -1,6 +1,6 @@
 """Whether a new entry is already in the knowledge base: an active KB entry with the same
 normalised text (`match: exact`), or one whose similarity is at or above the embedder's
-threshold (`match: near`, `policy.dedup_threshold`, calibrated in experiments/dedup-threshold).
+threshold (`match: near`, `dedup_threshold`, calibrated in experiments/dedup-threshold).
 
 Scopes: an entry written into a project is compared with that project's entries and the global
 ones; a global entry with every entry (a lesson a project already holds is not copied to global
@@ -18,13 +18,26 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from memory_agent.kb.entries import content_key
-from memory_agent.kb.policy import dedup_threshold
 from ragcore import Document, Filter
 
 if TYPE_CHECKING:
     from memory_agent.index.memory import Memory
 
-__all__ = ["find_duplicate", "nearest"]
+__all__ = ["DEDUP_THRESHOLDS", "dedup_threshold", "find_duplicate", "nearest"]
+
+# -- when a new entry is already known
+# Cosine similarity at or above which a new entry is a near-duplicate of an existing active
+# entry, per embedder (`memory_add` then says `duplicate` unless forced; another embedder gets
+# DEDUP_DEFAULT). minilm: the middle of the gap between distinct/related entries (max 0.775) and
+# light rewordings (min 0.954) on the demo KB, experiments/dedup-threshold. bge-m3: the seed
+# system's calibration on its own KB (distinct <= 0.792, re-adds >= 0.949); not re-measured
+# here (no BGE-M3 weights on the measuring machine).
+DEDUP_THRESHOLDS = {"minilm": 0.865, "bge-m3": 0.88}
+DEDUP_DEFAULT = 0.9
+
+
+def dedup_threshold(embedder: str) -> float:
+    return DEDUP_THRESHOLDS.get(embedder, DEDUP_DEFAULT)
 
 
 def scopes_seen(scope: str) -> tuple[str, ...] | None:

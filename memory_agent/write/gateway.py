@@ -18,8 +18,8 @@ Refused before anything is written:
   another branch than memory-agent's (`conflict`, naming it and the git command that ends it):
   a commit made then would be lost when the user finishes.
 
-The checks on a request and its files are `memory_agent.kb.checks`, the duplicate search
-`memory_agent.kb.dedup`; the redo log and the request replies live in `memory_agent.kb.intents`.
+The checks on a request and its files are `memory_agent.write.checks`, the duplicate search
+`memory_agent.write.dedup`; the redo log and the request replies live in `memory_agent.write.intents`.
 
 One gateway writes one KB (`place`: the personal one by default, or one added with
 `memory-agent kb add`, docs/adr/0017-team-kb.md): the same rules in every KB, each with its own
@@ -37,7 +37,11 @@ from memory_agent import limits
 from memory_agent.clock import iso
 from memory_agent.errors import Conflict, Invalid, WriteFailed
 from memory_agent.index.memory import Memory
-from memory_agent.kb.checks import (
+from memory_agent.kb.entries import content_key, entry_path, render_entry
+from memory_agent.kb.gitrepo import KBRepo
+from memory_agent.kb.kbs import KbPlace
+from memory_agent.kb.scopes import MAP_FILE, ScopeMap, resolve, search_scopes
+from memory_agent.write.checks import (
     check_committed,
     check_target,
     clean_links,
@@ -45,14 +49,10 @@ from memory_agent.kb.checks import (
     load_writable,
     new_entry,
 )
-from memory_agent.kb.dedup import find_duplicate
-from memory_agent.kb.entries import content_key, entry_path, render_entry
-from memory_agent.kb.gitrepo import KBRepo
-from memory_agent.kb.import_plan import plan_import
-from memory_agent.kb.imports import clean_sections
-from memory_agent.kb.intents import Intent, RedoLog, RequestLog, fingerprint
-from memory_agent.kb.kbs import KbPlace
-from memory_agent.kb.scopes import MAP_FILE, ScopeMap, resolve, search_scopes
+from memory_agent.write.dedup import find_duplicate
+from memory_agent.write.import_plan import plan_import
+from memory_agent.write.imports import clean_sections
+from memory_agent.write.intents import Intent, RedoLog, RequestLog, fingerprint
 
 __all__ = ["Gateway"]
 
@@ -458,9 +458,9 @@ class Gateway:
         project: str | None = None,
         confirm: bool = False,
     ) -> dict[str, Any]:
-        """Import sections read by `memory_agent.kb.imports.read_sources` (their secrets are
+        """Import sections read by `memory_agent.write.imports.read_sources` (their secrets are
         redacted here, whatever the caller): each is new, supersedes the entry its origin
-        wrote before, or is unchanged, a duplicate or skipped (`kb.import_plan`). A preview
+        wrote before, or is unchanged, a duplicate or skipped (`write.import_plan`). A preview
         unless `confirm`; then every file in ONE commit naming `label` (the source), through
         the same intent, atomic writes and refresh as every write. `scope`: as in `add` for
         new entries; a superseding entry keeps the old one's unless `scope` is given."""

@@ -22,7 +22,7 @@ lean wide. Every pattern runs in linear time: each starts only at the boundary o
 character class (a look-behind) and its repeats are possessive, so no input (a megabyte of
 hex, a run of `token=token=...`) makes the engine backtrack. Callers that keep only part of a
 long text cut it first, with a margin, then redact, then cut exactly
-(`memory_agent.capture.journal`).
+(`memory_agent.intake.journal`).
 
 Standard library only, cheap to import: the hook command imports it.
 """

@@ -7,7 +7,7 @@ For each section, in order (the first decision that applies):
   title, body, type and tags, or one with the same text was superseded or archived since (an
   import never brings back what was retired) - nothing to write;
 - **duplicate**: the same normalised text as an earlier section of this import, or an entry
-  of the KB (`kb.dedup.find_duplicate`, as `memory_add`: exact, or near at the embedder's
+  of the KB (`write.dedup.find_duplicate`, as `memory_add`: exact, or near at the embedder's
   threshold, among the entries its scope sees; the entry it replaces is left out), or a near
   duplicate of an earlier section of this import (the cosine of their first chunks' vectors, the
   same measure and threshold) - nothing written, the reply names what it duplicates;
@@ -30,14 +30,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memory_agent.errors import Invalid
-from memory_agent.kb.checks import check_committed, check_target, load_writable, new_entry
-from memory_agent.kb.dedup import find_duplicate
 from memory_agent.kb.entries import Entry, content_key, entry_path, make_id, render_entry
 from memory_agent.kb.files import name_taken
 from memory_agent.kb.gitrepo import KBRepo
-from memory_agent.kb.imports import ORIGIN_PREFIX, Section
-from memory_agent.kb.policy import dedup_threshold
 from memory_agent.kb.scopes import MAP_FILE, resolve
+from memory_agent.write.checks import check_committed, check_target, load_writable, new_entry
+from memory_agent.write.dedup import dedup_threshold, find_duplicate
+from memory_agent.write.imports import ORIGIN_PREFIX, Section
 from ragcore import Document, chunk_document
 
 if TYPE_CHECKING:
@@ -216,7 +215,7 @@ def plan_import(
 
 
 def _vector(memory: Memory, section: Section) -> np.ndarray:
-    """The first chunk's dense vector, normalised (the measure `kb.dedup.nearest` uses)."""
+    """The first chunk's dense vector, normalised (the measure `write.dedup.nearest` uses)."""
     doc = Document("new", section.title, section.body)
     chunk = chunk_document(doc, int(memory.cfg.max_chars))[0]
     vector = np.asarray(memory.embedder.embed_documents([chunk.text])[0].dense, dtype=np.float32)

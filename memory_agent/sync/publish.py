@@ -1,5 +1,5 @@
-"""What a round of sync may publish (`memory_agent.kb.remote`): the commits to push are
-scanned with capture's secret patterns (`capture.redact`) - the files each commit adds or
+"""What a round of sync may publish (`memory_agent.sync.remote`): the commits to push are
+scanned with capture's secret patterns (`intake.redact`) - the files each commit adds or
 changes, and each commit's message (a token pasted into `git commit -m` travels as far as
 a file's) - and one holding a secret is refused, naming the commit and the way out. Nor
 does a round publish while git is mid-rebase (merge, cherry-pick...) in the KB or its HEAD is
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory_agent.capture.redact import redact
 from memory_agent.errors import Invalid, RepoBusy
+from memory_agent.intake.redact import redact
 from memory_agent.kb.gitrepo import KBRepo
 
 __all__ = ["SecretFound", "check_quiet", "check_secrets"]

@@ -108,17 +108,23 @@ def turns(bench: Path) -> list[dict]:
 
 
 TINY = {  # two conversations alike on purpose: a leak between their projects would show
-    "conv-1": [("Alice", "I adopted a dog named Biscuit last spring."),
-               ("Bob", "Biscuit! Does he like the park by the river?"),
-               ("Alice", "He does. I also started a pottery class on Tuesdays.")],
-    "conv-2": [("Carol", "We adopted a dog named Pepper in the winter."),
-               ("Dan", "Pepper is a good name. Is she calm at the park?"),
-               ("Carol", "Mostly. I also joined a painting class on Thursdays.")],
-}  # fmt: skip
-TINY_QUESTIONS = [("conv-1_q000", "What is the name of Alice's dog?", "conv-1_D1-1"),
-                  ("conv-1_q001", "Which class did Alice start?", "conv-1_D2-3"),
-                  ("conv-2_q000", "What is the name of Carol's dog?", "conv-2_D1-1"),
-                  ("conv-2_q001", "Which class did Carol join?", "conv-2_D2-3")]  # fmt: skip
+    "conv-1": [
+        ("Alice", "I adopted a dog named Biscuit last spring."),
+        ("Bob", "Biscuit! Does he like the park by the river?"),
+        ("Alice", "He does. I also started a pottery class on Tuesdays."),
+    ],
+    "conv-2": [
+        ("Carol", "We adopted a dog named Pepper in the winter."),
+        ("Dan", "Pepper is a good name. Is she calm at the park?"),
+        ("Carol", "Mostly. I also joined a painting class on Thursdays."),
+    ],
+}
+TINY_QUESTIONS = [
+    ("conv-1_q000", "What is the name of Alice's dog?", "conv-1_D1-1"),
+    ("conv-1_q001", "Which class did Alice start?", "conv-1_D2-3"),
+    ("conv-2_q000", "What is the name of Carol's dog?", "conv-2_D1-1"),
+    ("conv-2_q001", "Which class did Carol join?", "conv-2_D2-3"),
+]
 
 
 def write_tiny(folder: Path) -> Path:
@@ -129,12 +135,17 @@ def write_tiny(folder: Path) -> Path:
         for n, (speaker, text) in enumerate(said, 1):
             session = 1 if n == 1 else 2
             when = f"{n}:00 pm on {session} May, 2023"
-            rows.append({"id": f"{conv}_D{session}-{n}",
-                         "title": f"{speaker}, {when} (session {session}, turn D{session}:{n})",
-                         "text": f"{speaker}: {text}"})  # fmt: skip
+            rows.append(
+                {
+                    "id": f"{conv}_D{session}-{n}",
+                    "title": f"{speaker}, {when} (session {session}, turn D{session}:{n})",
+                    "text": f"{speaker}: {text}",
+                }
+            )
     (folder / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (folder / "queries.jsonl").write_text("".join(
-        json.dumps({"qid": q, "query": text}) + "\n" for q, text, _ in TINY_QUESTIONS))  # fmt: skip
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"qid": q, "query": text}) + "\n" for q, text, _ in TINY_QUESTIONS)
+    )
     (folder / "qrels.tsv").write_text("".join(f"{q}\t{d}\t1\n" for q, _, d in TINY_QUESTIONS))
     return folder
 
@@ -147,8 +158,18 @@ def make_repos(work: Path, names: list[str]) -> dict[str, Path]:
         if not (repo / ".git").exists():
             repo.mkdir(parents=True, exist_ok=True)
             subprocess.run(["git", "init", "-q", str(repo)], check=True)
-            subprocess.run(["git", "-C", str(repo), "remote", "add", "origin",
-                            f"git@example.com:locomo/{name}.git"], check=True)  # fmt: skip
+            subprocess.run(
+                [
+                    "git",
+                    "-C",
+                    str(repo),
+                    "remote",
+                    "add",
+                    "origin",
+                    f"git@example.com:locomo/{name}.git",
+                ],
+                check=True,
+            )
         repos[name] = repo
     return repos
 
@@ -224,9 +245,14 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="memory-agent-capture-"))
     home = work / "home"
     cache = Path(os.environ.get("MEMORY_AGENT_CACHE") or work / "cache")
-    env = dict(os.environ, MEMORY_AGENT_HOME=str(home), MEMORY_AGENT_EMBEDDER="minilm",
-               MEMORY_AGENT_CACHE=str(cache), MEMORY_AGENT_IDLE_EXIT="0",
-               MEMORY_AGENT_JOURNAL_RETENTION_DAYS="36500")  # 2023 turns stay searchable  # fmt: skip
+    env = dict(
+        os.environ,
+        MEMORY_AGENT_HOME=str(home),
+        MEMORY_AGENT_EMBEDDER="minilm",
+        MEMORY_AGENT_CACHE=str(cache),
+        MEMORY_AGENT_IDLE_EXIT="0",
+        MEMORY_AGENT_JOURNAL_RETENTION_DAYS="36500",
+    )  # 2023 turns stay searchable
     if args.legacy:
         env["MEMORY_AGENT_GATE"] = "off"
     os.environ.update(env)  # the daemon the client starts gets the same settings
@@ -288,28 +314,53 @@ def main() -> None:
         session = f"{t['conv']}-s{t['session']}"
         count[session] = count.get(session, 0) + 1
         episode_of[f"episodes/{session}/{count[session]}"] = t["id"]
-        turn_env = dict(env, MEMORY_AGENT_CLOCK=dt.datetime.fromtimestamp(
-            t["when"] + count[session], dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))  # fmt: skip
+        turn_env = dict(
+            env,
+            MEMORY_AGENT_CLOCK=dt.datetime.fromtimestamp(
+                t["when"] + count[session], dt.UTC
+            ).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        )
         prompt = f"[{t['date']}] {t['text']}"
-        took, out = run_hook(home, "prompt", {"session_id": session, "prompt": prompt,
-                                             "hook_event_name": "UserPromptSubmit",
-                                             **where(t["conv"])}, turn_env)  # fmt: skip
+        took, out = run_hook(
+            home,
+            "prompt",
+            {
+                "session_id": session,
+                "prompt": prompt,
+                "hook_event_name": "UserPromptSubmit",
+                **where(t["conv"]),
+            },
+            turn_env,
+        )
         inject_ms.append(took)
         ids, n = injected_ids(out)
         replay_chars.append(n)
         foreign(ids, t["conv"], "replay")
-        took, _ = run_hook(home, "stop", {"session_id": session, "hook_event_name": "Stop",
-                                          **where(t["conv"])}, turn_env)  # fmt: skip
+        took, _ = run_hook(
+            home,
+            "stop",
+            {"session_id": session, "hook_event_name": "Stop", **where(t["conv"])},
+            turn_env,
+        )
         capture_ms.append(took)
         if (i + 1) % 250 == 0:
             print(f"replayed {i + 1}/{len(all_turns)} turns", file=sys.stderr, flush=True)
     replay_s = state["replay_s"] if args.reuse else time.perf_counter() - started
     if not args.reuse:
-        saved.write_text(json.dumps({
-            "episodes": episode_of, "capture": capture_ms, "inject": inject_ms,
-            "sessions": count, "turns": len(all_turns), "replay_s": replay_s,
-            "replay_chars": replay_chars, "cross": dict(cross),
-        }))  # fmt: skip
+        saved.write_text(
+            json.dumps(
+                {
+                    "episodes": episode_of,
+                    "capture": capture_ms,
+                    "inject": inject_ms,
+                    "sessions": count,
+                    "turns": len(all_turns),
+                    "replay_s": replay_s,
+                    "replay_chars": replay_chars,
+                    "cross": dict(cross),
+                }
+            )
+        )
     client.admin("refresh")
     # 2. questions through the prompt hook, 3. the same through memory_search
     qrels: dict[str, set[str]] = {}
@@ -325,10 +376,17 @@ def main() -> None:
     rec_inject, rec_search, chars, question_ms = [], [], [], []
     for q in queries:
         conv = q["qid"].split("_", 1)[0]
-        took, out = run_hook(home, "prompt", {"session_id": f"question-{q['qid']}",
-                                             "prompt": q["query"],
-                                             "hook_event_name": "UserPromptSubmit",
-                                             **where(conv)}, q_env)  # fmt: skip
+        took, out = run_hook(
+            home,
+            "prompt",
+            {
+                "session_id": f"question-{q['qid']}",
+                "prompt": q["query"],
+                "hook_event_name": "UserPromptSubmit",
+                **where(conv),
+            },
+            q_env,
+        )
         question_ms.append(took)
         ids, n = injected_ids(out)
         chars.append(n)
@@ -336,16 +394,22 @@ def main() -> None:
         got = {episode_of.get(i) for i in ids}
         evidence = qrels[q["qid"]]
         rec_inject.append(len(evidence & got) / len(evidence))
-        hits = client.call_tool("memory_search", {"query": q["query"], "limit": 8,
-                                                  "include_episodes": True},
-                                where=str(repo_of.get(conv) or work))["hits"]  # fmt: skip
+        hits = client.call_tool(
+            "memory_search",
+            {"query": q["query"], "limit": 8, "include_episodes": True},
+            where=str(repo_of.get(conv) or work),
+        )["hits"]
         found = {episode_of.get(h["id"]) for h in hits}
         rec_search.append(len(evidence & found) / len(evidence))
         if (
             not args.reuse and not args.legacy
         ):  # the question's Stop: captured, and the daemon's gate runs after it
-            run_hook(home, "stop", {"session_id": f"question-{q['qid']}",
-                                    "hook_event_name": "Stop", **where(conv)}, q_env)  # fmt: skip
+            run_hook(
+                home,
+                "stop",
+                {"session_id": f"question-{q['qid']}", "hook_event_name": "Stop", **where(conv)},
+                q_env,
+            )
     t = time.perf_counter()
     gate = (
         client.admin("gate") if not args.legacy else {"mode": "off", "read_bytes": 0}
@@ -356,9 +420,17 @@ def main() -> None:
     for conv in convs if repo_of else []:
         if args.projects == "one" and conv != convs[0]:
             continue  # one repository: one start
-        _, out = run_hook(home, "session-start", {"session_id": f"start-{conv}",
-                                                  "hook_event_name": "SessionStart",
-                                                  "source": "startup", **where(conv)}, env)  # fmt: skip
+        _, out = run_hook(
+            home,
+            "session-start",
+            {
+                "session_id": f"start-{conv}",
+                "hook_event_name": "SessionStart",
+                "source": "startup",
+                **where(conv),
+            },
+            env,
+        )
         ids, n = injected_ids(out)
         start_chars.append(n)
         foreign(ids, conv, "start")
@@ -403,8 +475,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(out))
         return
-    print(f"LoCoMo dev replay: {out['turns']} turns in {out['sessions']} sessions, "
-          f"{out['questions']} questions ({os.cpu_count()} cores)")  # fmt: skip
+    print(
+        f"LoCoMo dev replay: {out['turns']} turns in {out['sessions']} sessions, "
+        f"{out['questions']} questions ({os.cpu_count()} cores)"
+    )
     for key, value in out.items():
         print(f"  {key:28s} {value}")
 

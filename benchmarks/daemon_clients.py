@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from daemon import Text, bench_env, cpu_s, pct, reset_home
+from daemon_home import Text, bench_env, cpu_s, pct, reset_home
 
 from memory_agent.client import DaemonClient
 from memory_agent.serve.session import ProxySession
@@ -28,9 +28,14 @@ __all__ = ["measure_clients", "report_clients"]
 
 
 def _client_loop(
-    home: Path, env: dict[str, str], work: list[tuple[str, dict]], start: threading.Barrier,
-    stop_at: list[float], out: dict[str, list[float]], failures: list[str],
-) -> None:  # fmt: skip
+    home: Path,
+    env: dict[str, str],
+    work: list[tuple[str, dict]],
+    start: threading.Barrier,
+    stop_at: list[float],
+    out: dict[str, list[float]],
+    failures: list[str],
+) -> None:
     """One client: its own proxy process and MCP session; calls `work` in turn until the
     window closes. Only successful replies are timed."""
     s = ProxySession(home, env=env)
@@ -70,9 +75,16 @@ def _machine_busy_s() -> float:
 
 
 def concurrent_window(
-    home: Path, env: dict[str, str], clients: int, writer: bool, duration: float,
-    queries: list[str], text: Text, seed: int, daemon_pid: int | None = None,
-) -> dict[str, float]:  # fmt: skip
+    home: Path,
+    env: dict[str, str],
+    clients: int,
+    writer: bool,
+    duration: float,
+    queries: list[str],
+    text: Text,
+    seed: int,
+    daemon_pid: int | None = None,
+) -> dict[str, float]:
     """One window: `clients` searchers (and one writer) closed-loop for `duration` seconds.
     With `daemon_pid`, also the daemon's CPU time per call answered in the window and the
     machine's load average at its start (the daemon serves nothing else meanwhile)."""
@@ -164,10 +176,12 @@ def measure_clients(size: int, args: argparse.Namespace, text: Text) -> list[dic
                         text,
                         seed=size + 1000 * clients + 17 * run + (mode == "mixed"),
                         daemon_pid=client.pid(),
-                    )  # fmt: skip
+                    )
                 )
-                print(f"[{size}] {clients} client(s) {mode} run {run + 1}: {runs[-1]}",
-                      file=sys.stderr)  # fmt: skip
+                print(
+                    f"[{size}] {clients} client(s) {mode} run {run + 1}: {runs[-1]}",
+                    file=sys.stderr,
+                )
             row = {
                 "entries": float(size),
                 "clients": float(clients),

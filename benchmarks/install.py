@@ -46,7 +46,14 @@ def install(venv: Path, source: Path, extras: str = "") -> dict:
     """Create `venv` and install `source` into it as `scripts/setup` does, without test tools."""
     start = time.monotonic()
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]  # fmt: skip
+    pip = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ]
     if "bge-m3" in extras.split(","):
         subprocess.run([*pip, "torch==2.13.0"], check=True)
     subprocess.run([*pip, f"{source}[{extras}]" if extras else str(source)], check=True)

@@ -27,16 +27,21 @@ from memory_agent.intake.redact import redact  # noqa: E402
 
 def shapes(size: int) -> dict[str, str]:
     rng = random.Random(17)
-    words = ("the build failed because the config was not loaded when the worker started "
-             "and the retry loop ran out of attempts before the cache warmed up").split()  # fmt: skip
+    words = (
+        "the build failed because the config was not loaded when the worker started "
+        "and the retry loop ran out of attempts before the cache warmed up"
+    ).split()
     prose = []
     while sum(map(len, prose)) < size:
         prose.append(" ".join(rng.choice(words) for _ in range(14)) + ".")
         if rng.random() < 0.02:
             prose.append("export GITHUB_TOKEN=ghp_16C7e42F292c6912E7710c838347Ae178B4a")
-    record = {"stdout": "ok " * 20, "env": {"AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG"},
-              "config": {"db": {"password": "hunter2hunter2", "host": "db.internal"}},
-              "items": [{"name": f"item-{i}", "value": i} for i in range(8)]}  # fmt: skip
+    record = {
+        "stdout": "ok " * 20,
+        "env": {"AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG"},
+        "config": {"db": {"password": "hunter2hunter2", "host": "db.internal"}},
+        "items": [{"name": f"item-{i}", "value": i} for i in range(8)],
+    }
     records = []
     while sum(len(json.dumps(r)) for r in records) < size:
         records.append(record)
@@ -74,8 +79,14 @@ def main(argv: list[str] | None = None) -> int:
                 t = time.perf_counter()
                 redact(text)
                 best = min(best, time.perf_counter() - t)
-            rows.append({"shape": name, "chars": len(text), "ms": round(best * 1000, 2),
-                         "mb_per_s": round(len(text) / best / 1e6, 2)})  # fmt: skip
+            rows.append(
+                {
+                    "shape": name,
+                    "chars": len(text),
+                    "ms": round(best * 1000, 2),
+                    "mb_per_s": round(len(text) / best / 1e6, 2),
+                }
+            )
     if args.json:
         print(json.dumps({"rows": rows}))
         return 0

@@ -101,12 +101,18 @@ class Machine:
         t = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, "-m", "memory_agent", *args, "--home", str(self.home), "--json"],
-            capture_output=True, text=True, env=self.env(), cwd=self.cwd, timeout=7200,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            cwd=self.cwd,
+            timeout=7200,
+        )
         elapsed = time.perf_counter() - t
         if proc.returncode != 0:
-            raise RuntimeError(f"{self.name}: memory-agent {args[0]} failed: "
-                               f"{(proc.stderr or proc.stdout)[-2000:]}")  # fmt: skip
+            raise RuntimeError(
+                f"{self.name}: memory-agent {args[0]} failed: "
+                f"{(proc.stderr or proc.stdout)[-2000:]}"
+            )
         return elapsed, json.loads(proc.stdout) if proc.stdout.strip() else {}
 
     def finds(self, entry_id: str, query: str) -> bool:
@@ -168,10 +174,18 @@ def write_during(b: Machine, started: float, syncing: threading.Thread) -> dict:
     if not syncing.is_alive():
         return {"write_during_s": None, "write_progress": None, "write_while_syncing": False}
     t = time.perf_counter()
-    b.cli("add", "--title", "Written during the first sync",
-          "--body", "This entry was written on the desktop while its first sync ran.")  # fmt: skip
-    return {"write_during_s": time.perf_counter() - t, "write_progress": progress,
-            "write_while_syncing": syncing.is_alive()}  # fmt: skip
+    b.cli(
+        "add",
+        "--title",
+        "Written during the first sync",
+        "--body",
+        "This entry was written on the desktop while its first sync ran.",
+    )
+    return {
+        "write_during_s": time.perf_counter() - t,
+        "write_progress": progress,
+        "write_while_syncing": syncing.is_alive(),
+    }
 
 
 def first_sync(
@@ -242,8 +256,7 @@ def first_sync(
     }
 
 
-def incremental(a: Machine, b: Machine, remote: Path, changes: int, reps: int,
-                text: Text) -> dict:  # fmt: skip
+def incremental(a: Machine, b: Machine, remote: Path, changes: int, reps: int, text: Text) -> dict:
     """Phase 2: `changes` adds on A, pushed; `memory-agent sync` on B timed."""
     for m in (a, b):
         m.stop()
@@ -267,9 +280,11 @@ def incremental(a: Machine, b: Machine, remote: Path, changes: int, reps: int,
             pulled.append(report["pulled"])
             found.append(b.finds(*last))
             idle.append(b.cli("sync")[0])
-            print(f"[incremental] rep {rep + 1}: sync {seconds:.2f} s, pulled "
-                  f"{report['pulled']}, found {found[-1]}, no-op {idle[-1]:.2f} s",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"[incremental] rep {rep + 1}: sync {seconds:.2f} s, pulled "
+                f"{report['pulled']}, found {found[-1]}, no-op {idle[-1]:.2f} s",
+                file=sys.stderr,
+            )
     finally:
         writer.close()
     return {
@@ -284,8 +299,9 @@ def incremental(a: Machine, b: Machine, remote: Path, changes: int, reps: int,
     }
 
 
-def write_to_searchable(a: Machine, b: Machine, interval: float | None, reps: int,
-                        text: Text, seed: int) -> dict:  # fmt: skip
+def write_to_searchable(
+    a: Machine, b: Machine, interval: float | None, reps: int, text: Text, seed: int
+) -> dict:
     """Phase 3: an add on A until B's search finds it, through the daemons' own rounds."""
     for m in (a, b):
         m.stop()
@@ -311,9 +327,12 @@ def write_to_searchable(a: Machine, b: Machine, interval: float | None, reps: in
                     raise RuntimeError(f"B never found {entry}")
                 time.sleep(0.2)
             latencies.append(time.perf_counter() - t)
-            print(f"[write->searchable, interval {every:g} s] rep {rep + 1}: "
-                  f"{latencies[-1]:.1f} s (B's last round {since_round[-1]:.0f} s before "
-                  "the write)", file=sys.stderr)  # fmt: skip
+            print(
+                f"[write->searchable, interval {every:g} s] rep {rep + 1}: "
+                f"{latencies[-1]:.1f} s (B's last round {since_round[-1]:.0f} s before "
+                "the write)",
+                file=sys.stderr,
+            )
     finally:
         writer.close()
         reader.close()
@@ -340,17 +359,25 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--interval", type=float, default=10.0)
     parser.add_argument("--interval-reps", type=int, default=5)
-    parser.add_argument("--skip-default", action="store_true",
-                        help="no write -> searchable run with the default 300 s interval")  # fmt: skip
-    parser.add_argument("--default-reps", type=int, default=1,
-                        help="writes with the default interval (each up to ~5 min)")  # fmt: skip
+    parser.add_argument(
+        "--skip-default",
+        action="store_true",
+        help="no write -> searchable run with the default 300 s interval",
+    )
+    parser.add_argument(
+        "--default-reps",
+        type=int,
+        default=1,
+        help="writes with the default interval (each up to ~5 min)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="another draw of the write times")
     parser.add_argument("--work", type=Path, default=Path("/tmp/memory-agent-syncbench"))
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--first-only", action="store_true", help="only the first sync")
     parser.add_argument("--tiny", action="store_true", help="50 entries, 2 reps, seconds")
-    parser.add_argument("--write-during", action="store_true",
-                        help="time an add on B while its first sync runs")  # fmt: skip
+    parser.add_argument(
+        "--write-during", action="store_true", help="time an add on B while its first sync runs"
+    )
     args = parser.parse_args()
     if args.tiny:
         args.entries, args.changes, args.reps = 50, 2, 2
@@ -373,25 +400,46 @@ def main() -> None:
         text.rng.seed(args.entries)
         make_kb(a.home, args.entries, text)
         subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
-        branch = subprocess.run(["git", "-C", str(a.home / "kb"), "branch", "--show-current"],
-                                capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-        subprocess.run(["git", "-C", str(a.home / "kb"), "push", "-q", str(remote),
-                        f"{branch}:refs/heads/{branch}"], check=True)  # fmt: skip
+        branch = subprocess.run(
+            ["git", "-C", str(a.home / "kb"), "branch", "--show-current"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        subprocess.run(
+            [
+                "git",
+                "-C",
+                str(a.home / "kb"),
+                "push",
+                "-q",
+                str(remote),
+                f"{branch}:refs/heads/{branch}",
+            ],
+            check=True,
+        )
         Memory(config.load({"home": str(b.home)})).init(embedder="minilm", sync=False)
         phases = [
-            ("first sync",
-             lambda: first_sync(a, b, remote, args.entries, text, args.write_during)),
+            ("first sync", lambda: first_sync(a, b, remote, args.entries, text, args.write_during)),
             ("incremental", lambda: incremental(a, b, remote, args.changes, args.reps, text)),
-            ("write->searchable",
-             lambda: write_to_searchable(a, b, args.interval, args.interval_reps, text,
-                                         1 + 10 * args.seed)),
-        ]  # fmt: skip
+            (
+                "write->searchable",
+                lambda: write_to_searchable(
+                    a, b, args.interval, args.interval_reps, text, 1 + 10 * args.seed
+                ),
+            ),
+        ]
         if args.first_only:
             phases = phases[:1]
         elif not args.skip_default:
-            phases.append(("write->searchable",
-                           lambda: write_to_searchable(a, b, None, args.default_reps, text,
-                                                       2 + 10 * args.seed)))  # fmt: skip
+            phases.append(
+                (
+                    "write->searchable",
+                    lambda: write_to_searchable(
+                        a, b, None, args.default_reps, text, 2 + 10 * args.seed
+                    ),
+                )
+            )
         for name, phase in phases:
             before = load()
             print(f"[{name}] load average {before}", file=sys.stderr)
@@ -411,8 +459,10 @@ def report(rows: list[dict], real: bool, cache: Path) -> None:
         (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line),
         "?",
     )
-    print(f"sync through a bare repository on disk, MiniLM, {os.cpu_count()} cores ({cpu}), "
-          f"{'SciFact/LoCoMo text' if real else 'word-salad text'}, cache {cache}")  # fmt: skip
+    print(
+        f"sync through a bare repository on disk, MiniLM, {os.cpu_count()} cores ({cpu}), "
+        f"{'SciFact/LoCoMo text' if real else 'word-salad text'}, cache {cache}"
+    )
     for r in rows:
         load_s = f"load {r['load_before']} -> {r['load_after']}"
         if r["phase"] == "first sync":
@@ -430,9 +480,11 @@ def report(rows: list[dict], real: bool, cache: Path) -> None:
             if r["sync_error"]:
                 print(f"  `memory-agent sync` failed: {r['sync_error']}")
             if "write_during_s" in r:
-                print(f"  an add on B during the sync: {r['write_during_s']} s (issued at "
-                      f"progress {r['write_progress']}; the sync still running when it "
-                      f"returned: {r['write_while_syncing']})")  # fmt: skip
+                print(
+                    f"  an add on B during the sync: {r['write_during_s']} s (issued at "
+                    f"progress {r['write_progress']}; the sync still running when it "
+                    f"returned: {r['write_while_syncing']})"
+                )
         elif r["phase"] == "incremental":
             print(
                 f"incremental sync of {r['changes']} adds (`memory-agent sync` on the other "

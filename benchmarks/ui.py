@@ -110,9 +110,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30, help="requests per page")
     parser.add_argument("--work", type=Path, default=Path("/tmp/memory-agent-bench"))
     parser.add_argument(
-        "--home", type=Path, help="time the pages of this existing home instead (e.g. the one "
+        "--home",
+        type=Path,
+        help="time the pages of this existing home instead (e.g. the one "
         "`benchmarks/capture.py --work DIR` leaves, with its captured sessions)",
-    )  # fmt: skip
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sizes = ["0"] if args.home else args.entries.split(",")

@@ -206,10 +206,11 @@ SETTINGS: tuple[Setting, ...] = (
         "fault",
         "MEMORY_AGENT_FAULT",
         "",
-        "A test hook, never for normal use: `after-write` or `after-commit` kills the process "
-        "at that step of a write, `pause-rebuild` holds a rebuild before it embeds, "
-        "`pause-commit` a commit between staging and moving HEAD and `pause-open` the daemon's "
-        "open of the index at its start (until "
+        "A test hook, never for normal use (the fault points of memory_agent.faults): "
+        "`after-write` or `after-commit` kills the process at that step of a write, "
+        "`pause-rebuild` holds a rebuild before it embeds, `pause-commit` a commit between "
+        "staging and moving HEAD, `pause-open` the daemon's open of the index at its start "
+        "and `pause-sync-embed` a round of sync after a batch of its pre-embedding (until "
         "<home>/run/fault-continue exists). Empty (default): none.",
     ),
     Setting(

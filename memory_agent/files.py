@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # annotations only: a hook does not import typing
     from collections.abc import Callable, Iterator
     from typing import BinaryIO
 
-__all__ = ["FileLock", "fsync_dir", "gzip_to", "pause_point", "replacing", "temp_name"]
+__all__ = ["FileLock", "fsync_dir", "gzip_to", "replacing", "temp_name"]
 
 POLL_S = 0.05  # how often a wait with a timeout tries again
 
@@ -227,14 +227,3 @@ def fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def pause_point(fault: str, name: str, run_dir: Path) -> None:
-    """Test hook: with the `fault` setting = <name>, wait (at most 60 s) until
-    `run/fault-continue` exists, so a test can act while this step is in progress."""
-    if fault != name:
-        return
-    (run_dir / f"fault-{name}").touch()
-    deadline = time.monotonic() + 60
-    while not (run_dir / "fault-continue").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)

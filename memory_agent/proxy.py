@@ -164,8 +164,9 @@ class Proxy:
         """Ask the client for its roots (the answer comes back on stdin)."""
         self._roots_asked += 1
         self._roots_ready.clear()
-        self.write({"jsonrpc": "2.0", "id": f"{ROOTS_ID}/{self._roots_asked}",
-                    "method": "roots/list"})  # fmt: skip
+        self.write(
+            {"jsonrpc": "2.0", "id": f"{ROOTS_ID}/{self._roots_asked}", "method": "roots/list"}
+        )
 
     def _roots(self, message: dict[str, Any]) -> bool:
         """Handle what concerns the client's roots; True when the message was ours."""
@@ -232,8 +233,10 @@ class Proxy:
         """A string holding a lone surrogate (`"\\ud800"`, or bytes that are not UTF-8) cannot
         be forwarded: answer the request with its id, naming the argument."""
         where = where.removeprefix("params.")
-        text = (f"{where}: contains a lone surrogate (U+{ord(char):04X}), which is not a "
-                "character; nothing was done")  # fmt: skip
+        text = (
+            f"{where}: contains a lone surrogate (U+{ord(char):04X}), which is not a "
+            "character; nothing was done"
+        )
         if message.get("method") == "tools/call":
             self.fail(message, Invalid(text, "send valid Unicode text (UTF-8)"))
         elif "id" in message:

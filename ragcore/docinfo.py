@@ -74,8 +74,18 @@ class DocInfo:
     def as_row(self) -> list[Any]:
         """The fields but `entities` in order, as JSON values (a saved read model stores these;
         the entities go into a name table)."""
-        return [self.id, self.title, self.source, self.path, self.writable, self.links,
-                self.meta, self.hash, self.chunks, self.stamp]  # fmt: skip
+        return [
+            self.id,
+            self.title,
+            self.source,
+            self.path,
+            self.writable,
+            self.links,
+            self.meta,
+            self.hash,
+            self.chunks,
+            self.stamp,
+        ]
 
     @classmethod
     def from_row(cls, row: list[Any], entities: tuple[str, ...]) -> DocInfo:

@@ -38,6 +38,7 @@ MAX_FILE_BYTES = 1_000_000
 DEFAULT_MAX_CHARS = 1500
 
 # Folders never worth indexing: VCS data, dependencies, build output, caches, generated output.
+# Unformatted (fmt: skip): a word list, packed, instead of one name a line.
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", "node_modules", "outputs", "output", "build", "dist", "target",
     "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache", ".ruff_cache",

@@ -39,8 +39,9 @@ _COMMON = frozenset(
     january february march april june july august september october november december
     note use using see todo fix""".split()
 )
-_MONTHS = {m: i for i, m in enumerate(
-    "jan feb mar apr may jun jul aug sep oct nov dec".split(), start=1)}  # fmt: skip
+_MONTHS = {
+    m: i for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), start=1)
+}
 _MONTH = r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
 _DATES = (  # (pattern, group order): day month year / month day year / ISO
     (re.compile(rf"\b(\d{{1,2}})\s+{_MONTH},?\s+(\d{{4}})\b"), "dmy"),

@@ -25,8 +25,14 @@ from ragcore.index import Index
 from ragcore.search import SearchConfig, search
 
 __all__ = [
-    "EvalReport", "evaluate", "load_qrels", "metrics", "metrics_by", "read_corpus", "read_queries",
-]  # fmt: skip
+    "EvalReport",
+    "evaluate",
+    "load_qrels",
+    "metrics",
+    "metrics_by",
+    "read_corpus",
+    "read_queries",
+]
 
 
 def read_corpus(path: Path) -> Iterator[Document]:

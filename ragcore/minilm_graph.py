@@ -134,9 +134,11 @@ def build(model_dir: Path, target: Path) -> None:
         erf = node("Erf", [node("Div", [inner, const(np.array(np.sqrt(2.0), dtype=np.float32))])])
         gelu = node(
             "Mul",
-            [node("Mul", [inner, const(np.array(0.5, dtype=np.float32))]),
-             node("Add", [erf, const(np.array(1.0, dtype=np.float32))])],
-        )  # fmt: skip
+            [
+                node("Mul", [inner, const(np.array(0.5, dtype=np.float32))]),
+                node("Add", [erf, const(np.array(1.0, dtype=np.float32))]),
+            ],
+        )
         x = layer_norm(
             node("Add", [linear(gelu, f"{p}.output.dense"), attn]), f"{p}.output.LayerNorm"
         )

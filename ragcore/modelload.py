@@ -189,9 +189,17 @@ def _load(
 
 # Arrays only read to build the model, then dropped: read, not mapped.
 _READ = frozenset(
-    ["docs", "chunk_ids", "tags.names", "tags.offsets", "tags.ids", "entities.names",
-     "entities.offsets", "entities.ids"]
-)  # fmt: skip
+    [
+        "docs",
+        "chunk_ids",
+        "tags.names",
+        "tags.offsets",
+        "tags.ids",
+        "entities.names",
+        "entities.offsets",
+        "entities.ids",
+    ]
+)
 
 
 class _Unusable(Exception):

@@ -393,8 +393,12 @@ class ReadModel:
             return None
         rows = np.ones(len(self._row_doc), dtype=bool)
         n = rows.size
-        for name, values in (("status", flt.statuses), ("type", flt.types),
-                             ("source", flt.sources), ("scope", flt.scopes)):  # fmt: skip
+        for name, values in (
+            ("status", flt.statuses),
+            ("type", flt.types),
+            ("source", flt.sources),
+            ("scope", flt.scopes),
+        ):
             if values is not None:
                 rows &= np.isin(getattr(self._cols, name)[:n], self._codes[name].allowed(values))
         if flt.tags is not None:

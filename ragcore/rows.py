@@ -147,8 +147,17 @@ def server_points(
     """The Qdrant points of these chunks: the dense vector and the fields filters use."""
     by_id = {i.id: i for i in infos}
     return [
-        (r.chunk_id, r.dense, {"doc_id": r.doc_id, "status": by_id[r.doc_id].status,
-         "type": by_id[r.doc_id].type, "source": by_id[r.doc_id].source,
-         "scope": by_id[r.doc_id].scope, "tags": by_id[r.doc_id].tags})
+        (
+            r.chunk_id,
+            r.dense,
+            {
+                "doc_id": r.doc_id,
+                "status": by_id[r.doc_id].status,
+                "type": by_id[r.doc_id].type,
+                "source": by_id[r.doc_id].source,
+                "scope": by_id[r.doc_id].scope,
+                "tags": by_id[r.doc_id].tags,
+            },
+        )
         for r in rows
-    ]  # fmt: skip
+    ]

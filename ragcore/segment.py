@@ -214,11 +214,17 @@ class SegmentFile:
                         sparse = dict(zip(keys, values, strict=True))
                     out.append(
                         ChunkRow(
-                            cid, doc_id, n, "", "",
+                            cid,
+                            doc_id,
+                            n,
+                            "",
+                            "",
                             np.frombuffer(d, dtype="<f4") if d is not None else _NO_VECTOR,
-                            np.frombuffer(t, dtype="<i8"), np.frombuffer(f, dtype="<f4"), sparse,
+                            np.frombuffer(t, dtype="<i8"),
+                            np.frombuffer(f, dtype="<f4"),
+                            sparse,
                         )
-                    )  # fmt: skip
+                    )
         return out
 
     def texts(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
@@ -288,22 +294,32 @@ class SegmentFile:
                                 seq,
                             )
                             for d in docs
-                        ],  # fmt: skip
+                        ],
                     )
                     self._conn.executemany(
                         "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             (
-                                c.chunk_id, c.doc_id, c.n, c.heading, c.text,
-                                _blob(c.dense, "<f4"), _blob(c.terms, "<i8"), _blob(c.tfs, "<f4"),
+                                c.chunk_id,
+                                c.doc_id,
+                                c.n,
+                                c.heading,
+                                c.text,
+                                _blob(c.dense, "<f4"),
+                                _blob(c.terms, "<i8"),
+                                _blob(c.tfs, "<f4"),
                                 _blob(np.fromiter(c.sparse, np.int64, len(c.sparse)), "<i8")
-                                if c.sparse is not None else None,
-                                _blob(np.fromiter(c.sparse.values(), np.float32, len(c.sparse)), "<f4")
-                                if c.sparse is not None else None,
+                                if c.sparse is not None
+                                else None,
+                                _blob(
+                                    np.fromiter(c.sparse.values(), np.float32, len(c.sparse)), "<f4"
+                                )
+                                if c.sparse is not None
+                                else None,
                             )
                             for c in chunks
                         ),
-                    )  # fmt: skip
+                    )
             finally:
                 if bulk:
                     self._conn.execute("PRAGMA synchronous=NORMAL")

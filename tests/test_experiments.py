@@ -87,12 +87,23 @@ def channel_dumps(bench, tmp_path_factory, shared_cache) -> list[Path]:
     for name in BENCHES:
         dump = out / f"{name}.json"
         env_run = subprocess.run(
-            [sys.executable, str(EXPERIMENTS / "retrieval-baselines/channels.py"),
-             str(bench / name), str(dump)],
-            cwd=out, capture_output=True, text=True, timeout=900,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(out), "PYTHONPATH": str(ROOT),
-                 "MEMORY_AGENT_CACHE": str(shared_cache)},
-        )  # fmt: skip
+            [
+                sys.executable,
+                str(EXPERIMENTS / "retrieval-baselines/channels.py"),
+                str(bench / name),
+                str(dump),
+            ],
+            cwd=out,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(out),
+                "PYTHONPATH": str(ROOT),
+                "MEMORY_AGENT_CACHE": str(shared_cache),
+            },
+        )
         assert env_run.returncode == 0, env_run.stderr[-3000:]
         dumps.append(dump)
     return dumps
@@ -143,6 +154,12 @@ def test_every_script_is_known_or_takes_tiny():
 def test_the_sync_benchmark_runs_on_a_tiny_input(tmp_path, shared_cache):
     """`benchmarks/sync.py` is the command of experiments/sync's figures (issue 21): two
     homes, a bare repository and real daemons, at 50 entries."""
-    out = run("../benchmarks/sync.py", "--tiny", "--work", str(tmp_path / "work"),
-              cwd=tmp_path, cache=shared_cache)  # fmt: skip
+    out = run(
+        "../benchmarks/sync.py",
+        "--tiny",
+        "--work",
+        str(tmp_path / "work"),
+        cwd=tmp_path,
+        cache=shared_cache,
+    )
     assert "first sync of 50 entries" in out and "found all True" in out

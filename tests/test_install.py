@@ -20,10 +20,21 @@ from install import clean_copy, install  # noqa: E402
 
 def _registry_reachable(folder: Path) -> bool:
     probe = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(folder),
-         "six==1.16.0"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--quiet",
+            "-d",
+            str(folder),
+            "six==1.16.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return probe.returncode == 0
 
 
@@ -52,8 +63,13 @@ def test_the_default_install_has_no_torch_and_serves_search_and_add(tmp_path):
     def run(*args: str, stdin: str | None = None) -> dict:
         proc = subprocess.run(
             [str(bin_), *args, "--json"],
-            input=stdin, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
-        )  # fmt: skip
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         return json.loads(proc.stdout)
 
@@ -65,17 +81,26 @@ def test_the_default_install_has_no_torch_and_serves_search_and_add(tmp_path):
         assert not found.get("degraded"), found
         assert found["hits"] and found["hits"][0]["id"] == "store-timestamps-as-utc"
         added = run(
-            "add", "--title", "The laptop install has no torch", "--type", "fact",
+            "add",
+            "--title",
+            "The laptop install has no torch",
+            "--type",
+            "fact",
             stdin="Installed without extras: MiniLM on ONNX Runtime, its graph built from the "
             "shipped weights.",
-        )  # fmt: skip
+        )
         assert added["status"] == "created" and added["commit"]
         loaded = subprocess.run(
-            [str(venv / "bin" / "python"), "-c",
-             "import importlib.util as u; print([m for m in ('torch', 'sentence_transformers', "
-             "'FlagEmbedding', 'qdrant_client') if u.find_spec(m)])"],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [
+                str(venv / "bin" / "python"),
+                "-c",
+                "import importlib.util as u; print([m for m in ('torch', 'sentence_transformers', "
+                "'FlagEmbedding', 'qdrant_client') if u.find_spec(m)])",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert loaded.stdout.strip() == "[]", loaded.stderr
     finally:
         subprocess.run([str(bin_), "stop"], env=env, capture_output=True, timeout=60)

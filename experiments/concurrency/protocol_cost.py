@@ -49,11 +49,19 @@ async def call(app: Any, n: int) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params})
     body_bytes = body.encode()
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-        "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"",
-        "root_path": "", "client": None, "server": None,
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "root_path": "",
+        "client": None,
+        "server": None,
         "headers": [*HEADERS, (b"content-length", str(len(body_bytes)).encode())],
-    }  # fmt: skip
+    }
     pending = [{"type": "http.request", "body": body_bytes, "more_body": False}]
     sent: list[dict[str, Any]] = []
 
@@ -133,8 +141,11 @@ def main() -> None:
     print(f"CPU per search, median (min) of {args.rounds} rounds of {args.calls} calls:")
     for name, values in out.items():
         median = statistics.median(values)
-        extra = f", +{median - bare:.2f} ms over the bare call" if values is not out[
-            "bare Service.search"] else ""  # fmt: skip
+        extra = (
+            f", +{median - bare:.2f} ms over the bare call"
+            if values is not out["bare Service.search"]
+            else ""
+        )
         print(f"  {name}: {median:.2f} ms ({min(values):.2f} ms){extra}")
 
 

@@ -95,8 +95,9 @@ def entries(n: int, seed: int = 7, start: int = 0) -> list[Document]:
             "created": "2026-11-01T00:00:00Z",
             "tags": rng.sample(["ci", "db", "api"], rng.randint(0, 2)),
         }
-        docs.append(Document(f"bench-{i:06d}", f"{title} ({i})", body, meta, "kb",
-                             f"note/bench-{i:06d}.md"))  # fmt: skip
+        docs.append(
+            Document(f"bench-{i:06d}", f"{title} ({i})", body, meta, "kb", f"note/bench-{i:06d}.md")
+        )
     return docs
 
 

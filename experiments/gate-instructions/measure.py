@@ -18,8 +18,17 @@ from memory_agent.capture.lessons import looks_like_instruction
 
 HERE = Path(__file__).parent
 LOCALE = Path("/usr/share/locale/zh_CN/LC_MESSAGES")
-CATALOGUES = ("git", "apt", "libapt-pkg6.0", "dpkg", "make", "coreutils", "gnupg2", "initdb-15",
-              "libpq5-15")  # fmt: skip
+CATALOGUES = (
+    "git",
+    "apt",
+    "libapt-pkg6.0",
+    "dpkg",
+    "make",
+    "coreutils",
+    "gnupg2",
+    "initdb-15",
+    "libpq5-15",
+)
 
 
 def measure(rows: list[dict]) -> dict:
@@ -97,9 +106,11 @@ def main() -> None:
                 r for r in rows if r["label"] == "instruction"
             ][:3]
         results[name] = r = measure(rows)
-        print(f"| {name} | {r['n']} ({r['instructions']} / {r['benign']}) | "
-              f"{ratio(r['tp'], r['tp'] + r['fp'])} | {ratio(r['tp'], r['instructions'])} | "
-              f"{ratio(r['fp'], r['benign'])} |")  # fmt: skip
+        print(
+            f"| {name} | {r['n']} ({r['instructions']} / {r['benign']}) | "
+            f"{ratio(r['tp'], r['tp'] + r['fp'])} | {ratio(r['tp'], r['instructions'])} | "
+            f"{ratio(r['fp'], r['benign'])} |"
+        )
     for name, r in results.items():
         if name != "dev" and not args.show_held_out:
             continue

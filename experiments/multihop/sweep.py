@@ -50,37 +50,37 @@ VARIANTS: dict[str, dict] = {
         "ENTITY": 0.5,
         "LINK_SOURCES": 10,
         "LINK_MIN_SCORE": 0.3,
-    },  # fmt: skip
+    },
     "entity edges, scale 0.2": {"ENTITY": 0.5, "LINK_SCALE": 0.2},
     "entity edges, scale 0.2, no cap on matching": {
         "ENTITY": 0.5,
         "LINK_SCALE": 0.2,
         "CAP_MATCHING": False,
-    },  # fmt: skip
+    },
     "entity edges, scale 0.5, no cap on matching": {
         "ENTITY": 0.5,
         "LINK_SCALE": 0.5,
         "CAP_MATCHING": False,
-    },  # fmt: skip
+    },
     "entity edges, scale 1.0, no cap, sources 10": {
         "ENTITY": 0.5,
         "LINK_SCALE": 1.0,
         "CAP_MATCHING": False,
         "LINK_SOURCES": 10,
         "LINK_MIN_SCORE": 0.3,
-    },  # fmt: skip
+    },
     "query entities 0.05": {"QUERY_ENTITY_SCALE": 0.05},
     "query entities 0.15": {"QUERY_ENTITY_SCALE": 0.15},
     "entity edges, scale 0.2, query entities 0.05": {
         "ENTITY": 0.5,
         "LINK_SCALE": 0.2,
         "QUERY_ENTITY_SCALE": 0.05,
-    },  # fmt: skip
+    },
     "entity edges, scale 0.2, query entities 0.15": {
         "ENTITY": 0.5,
         "LINK_SCALE": 0.2,
         "QUERY_ENTITY_SCALE": 0.15,
-    },  # fmt: skip
+    },
 }
 
 

@@ -38,9 +38,16 @@ def torch_export(model_dir: Path, target: Path) -> bool:
     names = ("input_ids", "attention_mask", "token_type_ids")
     axes = {n: {0: "batch", 1: "tokens"} for n in (*names, "last_hidden_state")}
     with torch.no_grad():
-        torch.onnx.export(model, tuple(sample[n] for n in names), str(target),
-                          input_names=list(names), output_names=["last_hidden_state"],
-                          dynamic_axes=axes, opset_version=17, dynamo=False)  # fmt: skip
+        torch.onnx.export(
+            model,
+            tuple(sample[n] for n in names),
+            str(target),
+            input_names=list(names),
+            output_names=["last_hidden_state"],
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+        )
     return True
 
 

@@ -99,7 +99,7 @@ def qdrant_local(vectors, status, types, qs) -> dict:
                         "type": str(types[i]),
                         "source": "kb",
                         "tags": ["a", "b"],
-                    },  # fmt: skip
+                    },
                 )
                 for i in range(start, min(start + batch, len(vectors)))
             ],

@@ -37,8 +37,11 @@ __all__ = [
 EPISODES = "episodes"
 EDIT_TOOLS = {"Edit", "MultiEdit", "Write", "NotebookEdit", "apply_patch", "edit", "write", "patch"}
 _NOISE = re.compile(r"^(exit code \d+|command failed|error:?)$", re.I)
-_ERRORISH = re.compile(r"(error|failed|failure|exception|cannot|can't|not found|no such|denied|"
-                       r"invalid|unable|refused|fatal|traceback)", re.I)  # fmt: skip
+_ERRORISH = re.compile(
+    r"(error|failed|failure|exception|cannot|can't|not found|no such|denied|"
+    r"invalid|unable|refused|fatal|traceback)",
+    re.I,
+)
 
 
 @dataclass
@@ -94,8 +97,14 @@ class Episode:
             meta["cwd"] = self.cwd
         if self.project:
             meta["scope"] = self.project  # another project's episodes are never injected
-        return Document(self.id, title, "\n\n".join(p for p in parts if p), meta, EPISODES,
-                        str(path) if path else None)  # fmt: skip
+        return Document(
+            self.id,
+            title,
+            "\n\n".join(p for p in parts if p),
+            meta,
+            EPISODES,
+            str(path) if path else None,
+        )
 
 
 def is_bare(text: str) -> bool:
@@ -131,8 +140,17 @@ def command_key(command: str) -> str:
 def _target(tool: str, data: Any) -> str:
     if not isinstance(data, dict):
         return str(data or "")[:200]
-    for key in ("command", "cmd", "file_path", "filePath", "path", "notebook_path", "url",
-                "pattern", "query"):  # fmt: skip
+    for key in (
+        "command",
+        "cmd",
+        "file_path",
+        "filePath",
+        "path",
+        "notebook_path",
+        "url",
+        "pattern",
+        "query",
+    ):
         value = data.get(key)
         if isinstance(value, str) and value:
             return " ".join(value.split())[:200]
@@ -159,10 +177,15 @@ def episodes_of(session: str, records: list[dict[str, Any]]) -> list[Episode]:
         event = record.get("event")
         ts = record.get("ts") if isinstance(record.get("ts"), (int, float)) else 0.0
         if event == "prompt":
-            current = Episode(session, len([e for e in out if e.n > 0]) + 1, ts,
-                              str(record.get("prompt") or ""), cwd=str(record.get("cwd") or ""),
-                              client=str(record.get("client") or ""),
-                              project=str(record.get("project") or ""))  # fmt: skip
+            current = Episode(
+                session,
+                len([e for e in out if e.n > 0]) + 1,
+                ts,
+                str(record.get("prompt") or ""),
+                cwd=str(record.get("cwd") or ""),
+                client=str(record.get("client") or ""),
+                project=str(record.get("project") or ""),
+            )
             out.append(current)
         elif event == "tool":
             if current is None:

@@ -96,7 +96,7 @@ class Gate:
                 list(o["episodes"]),
                 list(o["sessions"]),
                 list(o.get("projects") or [""]),  # a state saved before projects: global
-            )  # fmt: skip
+            )
             for key, o in observed.items()
             if len(o["episodes"]) >= int(cfg.gate_min_episodes)
             and len(o["sessions"]) >= int(cfg.gate_min_sessions)
@@ -114,8 +114,16 @@ class Gate:
         """Promote or propose every newly qualified lesson (each once). The journal is read
         and the summarizer asked without `write_lock`; it is held only to decide and write."""
         mode = str(self.memory.cfg.gate)
-        report: dict[str, Any] = {"mode": mode, "promoted": [], "proposed": [], "reinforced": [],
-                                  "held": [], "skipped": [], "failed": [], "read_bytes": 0}  # fmt: skip
+        report: dict[str, Any] = {
+            "mode": mode,
+            "promoted": [],
+            "proposed": [],
+            "reinforced": [],
+            "held": [],
+            "skipped": [],
+            "failed": [],
+            "read_bytes": 0,
+        }
         if mode == "off":
             return report
         with self._running:
@@ -125,12 +133,18 @@ class Gate:
             observed = snapshot["observed"]
             merge(observed, [o for e in touched for o in observe(e)])
             lessons = self._qualified(observed)
-            done = {k for name in ("promoted", "rejected", "proposed", "skipped")
-                    for k in snapshot[name]}  # fmt: skip
+            done = {
+                k
+                for name in ("promoted", "rejected", "proposed", "skipped")
+                for k in snapshot[name]
+            }
             summaries = self._summaries(
-                [lesson for lesson in lessons if mode == "auto" and lesson.key not in done
-                 and not lesson.instruction_like]
-            )  # fmt: skip
+                [
+                    lesson
+                    for lesson in lessons
+                    if mode == "auto" and lesson.key not in done and not lesson.instruction_like
+                ]
+            )
             with write_lock if write_lock is not None else contextlib.nullcontext():
                 with self._state_lock:
                     state = self._state()  # as accept / reject may have left it meanwhile
@@ -153,8 +167,12 @@ class Gate:
             try:
                 text = summarizer.summarize(lesson)
             except Exception as exc:  # noqa: BLE001 - the heuristic text is always there
-                log.warning("summarizer %r failed on lesson %s (%s); using the heuristic text",
-                            self.memory.cfg.summarizer, lesson.key, exc)  # fmt: skip
+                log.warning(
+                    "summarizer %r failed on lesson %s (%s); using the heuristic text",
+                    self.memory.cfg.summarizer,
+                    lesson.key,
+                    exc,
+                )
                 text = None
             out[lesson.key] = text.strip() if isinstance(text, str) and text.strip() else None
         return out
@@ -183,8 +201,12 @@ class Gate:
             return
         except (Invalid, Conflict) as exc:  # this lesson cannot be written: the others go on
             info = describe(exc)
-            state["skipped"][lesson.key] = {"title": lesson.title(), "code": info.code,
-                                            "reason": info.message, "at": self.memory.clock()}  # fmt: skip
+            state["skipped"][lesson.key] = {
+                "title": lesson.title(),
+                "code": info.code,
+                "reason": info.message,
+                "at": self.memory.clock(),
+            }
             report["skipped"].append(lesson.key)
             log.warning("gate: lesson %s skipped: %s", lesson.key, info.message)
             return
@@ -192,8 +214,11 @@ class Gate:
             report["failed"].append(lesson.key)
             log.warning("gate: lesson %s not written yet: %s", lesson.key, describe(exc).message)
             return
-        state["promoted"][lesson.key] = {"entry": reply["id"], "episodes": lesson.episodes,
-                                         "scope": reply.get("scope", "global")}  # fmt: skip
+        state["promoted"][lesson.key] = {
+            "entry": reply["id"],
+            "episodes": lesson.episodes,
+            "scope": reply.get("scope", "global"),
+        }
         state["proposed"].pop(lesson.key, None)  # proposed before a person opted into auto
         report["reinforced" if reply["status"] == "duplicate" else "promoted"].append(reply["id"])
 
@@ -210,13 +235,20 @@ class Gate:
         if known.get("scope", "global") != "global" and lesson.scope == "global":
             try:
                 reply = self.gateway.supersede(
-                    old_id=known["entry"], title=lesson.title(), body=lesson.body(), scope="global",
-                    confirm=True, request_id=f"gate-{lesson.key}-global", force=True,
-                    source="auto", episodes=lesson.episodes[:20],
-                )  # fmt: skip
+                    old_id=known["entry"],
+                    title=lesson.title(),
+                    body=lesson.body(),
+                    scope="global",
+                    confirm=True,
+                    request_id=f"gate-{lesson.key}-global",
+                    force=True,
+                    source="auto",
+                    episodes=lesson.episodes[:20],
+                )
             except MemoryAgentError as exc:  # changed by a person since: leave it to them
-                log.warning("gate: lesson %s not made global: %s", lesson.key,
-                            describe(exc).message)  # fmt: skip
+                log.warning(
+                    "gate: lesson %s not made global: %s", lesson.key, describe(exc).message
+                )
                 known["scope"] = "global"  # asked once
                 return
             if reply.get("status") == "superseded":
@@ -258,8 +290,11 @@ class Gate:
                 episodes=episodes[:20],
                 scope=proposal.get("scope", "global"),
             )
-            state["promoted"][key] = {"entry": reply["id"], "episodes": episodes,
-                                      "scope": reply.get("scope", "global")}  # fmt: skip
+            state["promoted"][key] = {
+                "entry": reply["id"],
+                "episodes": episodes,
+                "scope": reply.get("scope", "global"),
+            }
             del state["proposed"][key]
             self._save(state)
             return reply
@@ -272,7 +307,10 @@ class Gate:
             proposal = state["proposed"].pop(key, None)
             if proposal is None:
                 raise NotFound(f"no proposal {key!r}", "list them with memory_proposals")
-            state["rejected"][key] = {"reason": reason, "title": proposal.get("title"),
-                                      "at": self.memory.clock()}  # fmt: skip
+            state["rejected"][key] = {
+                "reason": reason,
+                "title": proposal.get("title"),
+                "at": self.memory.clock(),
+            }
             self._save(state)
             return {"id": key, "status": "rejected", "reason": reason}

@@ -223,8 +223,9 @@ def main(argv: list[str]) -> int:
             home_arg = arg.split("=", 1)[1]
         elif event is None and not arg.startswith("-"):
             event = arg
-    home = Path(os.path.expanduser(home_arg or os.environ.get("MEMORY_AGENT_HOME")
-                                   or "~/.memory-agent")).resolve()  # fmt: skip
+    home = Path(
+        os.path.expanduser(home_arg or os.environ.get("MEMORY_AGENT_HOME") or "~/.memory-agent")
+    ).resolve()
     budget_ms, cfg, cfg_error = 1500.0, None, None
     try:  # the budget is a setting like any other: flag > environment > config.toml
         from memory_agent import config as config_mod

@@ -78,8 +78,9 @@ def observe(episode: Episode) -> list[Observation]:
     found = []
     for command, error, files in _fixes(episode):
         key = lesson_key(command, error)
-        found.append(Observation(key, command, error, files, episode.id, episode.session,
-                                 _project(episode)))  # fmt: skip
+        found.append(
+            Observation(key, command, error, files, episode.id, episode.session, _project(episode))
+        )
     return found
 
 
@@ -187,9 +188,14 @@ def merge(observed: dict[str, Any], found: list[Observation]) -> None:
     for obs in found:
         known = observed.setdefault(
             obs.key,
-            {"command": obs.command, "error": obs.error, "files": [], "episodes": [],
-             "sessions": []},
-        )  # fmt: skip
+            {
+                "command": obs.command,
+                "error": obs.error,
+                "files": [],
+                "episodes": [],
+                "sessions": [],
+            },
+        )
         if obs.episode not in known["episodes"]:
             known["episodes"] = [*known["episodes"], obs.episode][-MAX_EPISODES:]
         if obs.session not in known["sessions"]:

@@ -148,8 +148,13 @@ def claude_denials(payload: dict[str, Any], folder: Path, session: str) -> list[
             if isinstance(block, dict) and block.get("type") == "tool_use":
                 reason = denied.pop(str(block.get("id")), None)
                 if reason is not None:
-                    fake = {**payload, "tool_name": block.get("name"), "reason": reason,
-                            "tool_input": block.get("input"), "tool_use_id": block.get("id")}  # fmt: skip
+                    fake = {
+                        **payload,
+                        "tool_name": block.get("name"),
+                        "reason": reason,
+                        "tool_input": block.get("input"),
+                        "tool_use_id": block.get("id"),
+                    }
                     out.append(("denied", fake))
     return out
 
@@ -193,7 +198,12 @@ def codex_failed_mcp(payload: dict[str, Any], folder: Path, session: str) -> lis
         result = item.get("result") if isinstance(item.get("result"), dict) else {}
         texts = [c.get("text") for c in result.get("content") or [] if isinstance(c, dict)]
         error = " ".join(str(t) for t in texts if t) or str(item.get("error") or "failed")
-        fake = {**payload, "tool_name": f"mcp__{item.get('server')}__{item.get('tool')}",
-                "tool_input": item.get("arguments"), "tool_use_id": call, "error": error}  # fmt: skip
+        fake = {
+            **payload,
+            "tool_name": f"mcp__{item.get('server')}__{item.get('tool')}",
+            "tool_input": item.get("arguments"),
+            "tool_use_id": call,
+            "error": error,
+        }
         out.append(("tool-failure", fake))
     return out

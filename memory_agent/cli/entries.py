@@ -141,8 +141,10 @@ def cmd_proposals(args: argparse.Namespace) -> int:
         if not r["proposals"]:
             print("no proposals")
         for p in r["proposals"]:
-            print(f"{p['id']}  {p['title']}\n    {len(p['episodes'])} episodes, "
-                  f"{len(p['sessions'])} sessions")  # fmt: skip
+            print(
+                f"{p['id']}  {p['title']}\n    {len(p['episodes'])} episodes, "
+                f"{len(p['sessions'])} sessions"
+            )
 
     return emit(args, reply, human)
 
@@ -185,8 +187,9 @@ def cmd_project(args: argparse.Namespace) -> int:
 
     def human(r: dict) -> None:
         if project is None:
-            print(f"{folder}: not in a git repository - no project (entries written here are "
-                  "global)")  # fmt: skip
+            print(
+                f"{folder}: not in a git repository - no project (entries written here are global)"
+            )
             return
         print(project.describe())
         print(f"root: {project.root}")

@@ -200,8 +200,14 @@ def _print_scrub(r: dict) -> None:
         print(f"  stopped the older daemon (pid {r['stopped_daemon']}); it restarts on next use")
     index = r.get("index")
     if index is None:
-        print("  index:   " + ("unchanged (no journal record changed)" if not j["lines"] else
-                             "not rebuilt (--no-rebuild): run `memory-agent rebuild`"))  # fmt: skip
+        print(
+            "  index:   "
+            + (
+                "unchanged (no journal record changed)"
+                if not j["lines"]
+                else "not rebuilt (--no-rebuild): run `memory-agent rebuild`"
+            )
+        )
     elif "error" in index:
         print(f"  index:   NOT rebuilt ({index['error']}); fix: {index['fix']}")
     else:
@@ -210,8 +216,10 @@ def _print_scrub(r: dict) -> None:
     if not lessons:
         print("no lesson written by the gate (source: auto) to review")
         return
-    print(f"{len(lessons)} lesson(s) the gate wrote by itself (source: auto): review each; "
-          "archive one with the command under it")  # fmt: skip
+    print(
+        f"{len(lessons)} lesson(s) the gate wrote by itself (source: auto): review each; "
+        "archive one with the command under it"
+    )
     for lesson in lessons:
         print(f"  {lesson['id']}: {lesson['title']}\n    {lesson['archive']}")
 
@@ -230,8 +238,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
     reply = daemon_client(args).admin("gate")
 
     def human(r: dict) -> None:
-        print(f"gate ({r['mode']}): {len(r['promoted'])} promoted, {len(r['proposed'])} "
-              f"proposed, {len(r['reinforced'])} reinforced")  # fmt: skip
+        print(
+            f"gate ({r['mode']}): {len(r['promoted'])} promoted, {len(r['proposed'])} "
+            f"proposed, {len(r['reinforced'])} reinforced"
+        )
         for entry in r["promoted"]:
             print(f"  promoted {entry}")
         for key in r["proposed"]:
@@ -327,16 +337,20 @@ def print_one_remote(r: dict) -> None:
         return
     print(f"remote {r['remote']} (branch {r['branch']})")
     ahead, behind = r.get("ahead"), r.get("behind")
-    print(f"  ahead {ahead if ahead is not None else '?'}, behind {behind}; last sync "
-          f"{r.get('last_sync') or 'never'}")  # fmt: skip
+    print(
+        f"  ahead {ahead if ahead is not None else '?'}, behind {behind}; last sync "
+        f"{r.get('last_sync') or 'never'}"
+    )
     if r.get("last_error"):
         e = r["last_error"]
         print(f"  last error: {e['code']}: {e['message']}\n  fix: {e['fix']}")
     if r.get("stopped"):
         print(f"  STOPPED: {r['stopped']}")
     for fork in r.get("forks") or []:
-        print(f"  fork: {fork['id']} superseded by {', '.join(fork['successors'])} - "
-              "supersede one successor with the other")  # fmt: skip
+        print(
+            f"  fork: {fork['id']} superseded by {', '.join(fork['successors'])} - "
+            "supersede one successor with the other"
+        )
     for v in r.get("variants") or []:
         print(
             f"  variant: kb/{v['variant']} (another machine's text of {v['path']}; the "
@@ -377,8 +391,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
         except Exception:  # noqa: BLE001 - progress is a courtesy; the round's reply decides
             continue
         if progress and progress != shown:
-            print(f"sync: embedding incoming entries {progress['done']}/{progress['of']}",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"sync: embedding incoming entries {progress['done']}/{progress['of']}",
+                file=sys.stderr,
+                flush=True,
+            )
             shown = progress
     if "error" in result:
         raise result["error"]
@@ -396,13 +413,17 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
     def one(r: dict) -> None:
         name = f"kb {r['kb']}: " if r.get("kb") not in (None, "personal") else ""
-        print(f"{name}synced {r['branch']}: pulled {r['pulled']}, pushed {r['pushed']}, replayed "
-              f"{r['replayed']} commit(s){' (joined the remote history)' if r['joined'] else ''}")  # fmt: skip
+        print(
+            f"{name}synced {r['branch']}: pulled {r['pulled']}, pushed {r['pushed']}, replayed "
+            f"{r['replayed']} commit(s){' (joined the remote history)' if r['joined'] else ''}"
+        )
         if r.get("not_pushed"):
             print(f"  {r['not_pushed']} local commit(s) not pushed: the KB was added read-only")
         for x in r.get("renamed") or []:
-            print(f"  the same new id on both machines: this machine's {x['id']} is now "
-                  f"{x['replayed_as']}")  # fmt: skip
+            print(
+                f"  the same new id on both machines: this machine's {x['id']} is now "
+                f"{x['replayed_as']}"
+            )
         for fork in r.get("forks") or []:
             print(f"  fork: {fork['id']} superseded by {', '.join(fork['successors'])}")
         for v in r.get("variants") or []:
@@ -424,9 +445,14 @@ def cmd_kb(args: argparse.Namespace) -> int:
         raise Invalid(f"kb {args.action}: no name", f"memory-agent kb {args.action} NAME ...")
     if args.action == "remove":
         reply = client.admin("kb-remove?" + urlencode({"name": args.name}))
-        return emit(args, reply, lambda r: print(
-            f"removed kb {r['kb']}" + (f"; its clone is kept at {r['moved_to']}" if r.get("moved_to") else "")
-        ))  # fmt: skip
+        return emit(
+            args,
+            reply,
+            lambda r: print(
+                f"removed kb {r['kb']}"
+                + (f"; its clone is kept at {r['moved_to']}" if r.get("moved_to") else "")
+            ),
+        )
     if not args.url:
         raise Invalid("kb add: no URL", "memory-agent kb add NAME URL (a path, ssh or https)")
     query = {
@@ -437,8 +463,10 @@ def cmd_kb(args: argparse.Namespace) -> int:
     reply = client.admin("kb?" + urlencode(query))
 
     def human(r: dict) -> None:
-        print(f"added kb {r['name']} ({'writable' if r['writable'] else 'read-only'}) from "
-              f"{r['remote']}: {r['entries']} entries, ids {r['name']}:<id>")  # fmt: skip
+        print(
+            f"added kb {r['name']} ({'writable' if r['writable'] else 'read-only'}) from "
+            f"{r['remote']}: {r['entries']} entries, ids {r['name']}:<id>"
+        )
         if (r.get("sync") or {}).get("error"):
             e = r["sync"]["error"]
             print(f"  its first sync failed: {e['code']}: {e['message']}\n  fix: {e['fix']}")
@@ -448,5 +476,7 @@ def cmd_kb(args: argparse.Namespace) -> int:
 
 def print_kbs(r: dict) -> None:
     for row in r.get("kbs") or []:
-        print(f"{row['name']:<12} {'writable' if row['writable'] else 'read-only':<9} "
-              f"{row['entries']:>5} entries  {row.get('remote') or 'no remote'}  {row['path']}")  # fmt: skip
+        print(
+            f"{row['name']:<12} {'writable' if row['writable'] else 'read-only':<9} "
+            f"{row['entries']:>5} entries  {row.get('remote') or 'no remote'}  {row['path']}"
+        )

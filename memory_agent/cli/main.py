@@ -216,8 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
         "syncs on its own every sync_interval seconds, shortly after a write and at a session's "
         "start.",
     )
-    p.add_argument("action", nargs="?", choices=("set", "show"), default="show",
-                   help="show (default) or set")  # fmt: skip
+    p.add_argument(
+        "action", nargs="?", choices=("set", "show"), default="show", help="show (default) or set"
+    )
     p.add_argument("url", nargs="?", help="with set: the remote's URL")
 
     p = command(
@@ -245,8 +246,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--kb NAME` first); the clone is moved to <home>/kbs/.removed/, never deleted, and its "
         "entries leave the index.",
     )
-    p.add_argument("action", nargs="?", choices=("list", "add", "remove"), default="list",
-                   help="list (default), add or remove")  # fmt: skip
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=("list", "add", "remove"),
+        default="list",
+        help="list (default), add or remove",
+    )
     p.add_argument("name", nargs="?", help="with add and remove: the KB's name, such as team")
     p.add_argument("url", nargs="?", help="with add: the shared repository's URL")
     p.add_argument(

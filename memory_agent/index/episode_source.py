@@ -43,9 +43,12 @@ class EpisodeSource:
         self._projects: dict[str, str] = {}  # cwd -> project identity, for old journals
 
     def full(
-        self, known: Known, indexed: Callable[[], Iterable[DocInfo]], out: Changes,
+        self,
+        known: Known,
+        indexed: Callable[[], Iterable[DocInfo]],
+        out: Changes,
         watch: Watcher | None,
-    ) -> dict[str, Path]:  # fmt: skip
+    ) -> dict[str, Path]:
         """Every session, re-derived where its files changed; {episode id: its session's
         last file} for every episode the journal holds now."""
         if watch is not None and self.journal_dir.is_dir():

@@ -32,9 +32,11 @@ from memory_agent import config as config_mod
 from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import Clock
 from memory_agent.errors import MemoryAgentError
-from memory_agent.files import FileLock, pause_point
+from memory_agent.faults import Faults
+from memory_agent.files import FileLock
 from memory_agent.index.changes import Changes
 from memory_agent.index.corpora import Corpus, load_corpora
+from memory_agent.index.kb_commit import KbCommit
 from memory_agent.index.links import link_graph
 from memory_agent.index.scanner import KB_SOURCE, Scanner, SourceStatus
 from memory_agent.kb.files import entry_file
@@ -53,7 +55,6 @@ from ragcore import (
 __all__ = ["DEMO_KB", "KB_SOURCE", "Memory", "SourceStatus"]
 
 RESCAN_EVERY_S = 1.0  # without a change signal, a resident memory rescans at most this often
-INDEXED_REF = "refs/memory-agent/indexed"  # the KB commit the index reflects (ADR 0016)
 
 log = logging.getLogger("memory_agent.memory")
 
@@ -76,6 +77,7 @@ class Memory:
         self.home = self.place.root
         self.kb_dir = self.place.kb_dir
         self.run_dir = self.place.run_dir
+        self.faults = Faults(str(self.cfg.fault), self.run_dir)  # the test seam
         self.resident = resident
         self._given_embedder = embedder  # a model handed in (tests, experiments) wins over config
         self._embedder: CachedEmbedder | None = None
@@ -100,9 +102,7 @@ class Memory:
         self._keys: dict[str, set[str]] | None = None  # content key -> active KB entry ids
         self._graph: tuple[int, dict[str, list[tuple[str, str]]]] | None = None
         self.write_lock = threading.RLock()  # writers only; reads never take it
-        self._indexed: str | None = None  # INDEXED_REF, read once (`indexed_commit`)
-        self._indexed_read = False
-        self._repo: Any = None  # the KB's `KBRepo`, made on first use (`_kb_repo`)
+        self.kb_commit = KbCommit(self.kb_dir)  # the KB commit the index reflects
         self._graph_lock = threading.Lock()
 
     # -- setup ------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ class Memory:
             return
         with self.lock:
             self._keys = self._graph = None  # another process may have changed the index
-            self._indexed_read = False
+            self.kb_commit.forget()
             try:
                 yield self
             finally:
@@ -202,7 +202,7 @@ class Memory:
             if moved is None:
                 return self._refresh(force=True)  # a full scan
             report = self._apply(self.scanner.paths_changed([*paths, *moved], self.index.doc))
-            self._record_indexed(head)
+            self.kb_commit.record(head)
             return report
 
     def refresh_for_read(self) -> dict[str, Any] | None:
@@ -226,7 +226,7 @@ class Memory:
             report = index.build(changes.upserts)
             self.last_refresh = _now_iso()
             self._keys = None
-            self._record_indexed(head)
+            self.kb_commit.record(head)
             return {"built": report.generation, "documents": report.documents}
         moved = self.kb_moved(head)  # what git moved since the recorded commit (None: unknown)
         if moved is None:
@@ -246,58 +246,22 @@ class Memory:
             if changes.full:  # a KB added or removed is seen by a full scan
                 index.writable_sources = set(self.writable_sources())
         report = self._apply(changes)
-        self._record_indexed(head)
+        self.kb_commit.record(head)
         return report
 
     # -- the KB commit the index reflects (ADR 0016) -----------------------------------------
     def kb_head(self) -> str | None:
         """The KB's HEAD commit (read from .git: no process), None without one."""
-        repo = self._kb_repo()
-        return repo.head() if repo is not None else None
-
-    def _kb_repo(self) -> Any:
-        if self._repo is None:
-            from memory_agent.kb.gitrepo import GitError, KBRepo
-
-            try:
-                self._repo = KBRepo(self.kb_dir)
-            except GitError:
-                return None  # no repository (yet)
-        return self._repo
+        return self.kb_commit.head()
 
     def indexed_commit(self) -> str | None:
-        """The KB commit the index reflects (`refs/memory-agent/indexed`): every refresh
-        records the HEAD it read before it looked at the files. None before the first."""
-        if not self._indexed_read:
-            repo = self._kb_repo()
-            out = repo.output("rev-parse", "-q", "--verify", INDEXED_REF) if repo else None
-            self._indexed = (out or "").strip() or None
-            self._indexed_read = True
-        return self._indexed
+        """The KB commit the index reflects (`refs/memory-agent/indexed`), None before the
+        first refresh (`index.kb_commit`)."""
+        return self.kb_commit.indexed()
 
     def kb_moved(self, head: str | None = None) -> list[Path] | None:
-        """The KB files git changed between the recorded commit and HEAD (a pull, a reset, a
-        sync's move, a write): [] when HEAD is that commit; None when there is no record yet or
-        the recorded commit is no longer in the KB (then a full scan, logged)."""
-        head = self.kb_head() if head is None else head
-        recorded = self.indexed_commit()
-        if head is None or recorded == head:
-            return []
-        if recorded is None:
-            return None
-        names = self._kb_repo().changed_between(recorded, head)
-        if names is None:
-            log.warning("the KB commit the index reflects, %s, is no longer in the KB's "
-                        "history (a gc after a reset?): a full scan instead", recorded[:12])  # fmt: skip
-            self._indexed = None  # said once; the full scan records HEAD anew
-        return None if names is None else [self.kb_dir / name for name in names]
-
-    def _record_indexed(self, head: str | None) -> None:
-        if head is None or head == self.indexed_commit():
-            return
-        # the ref also keeps the commit reachable, so the next diff can be taken from it
-        self._kb_repo().git("update-ref", INDEXED_REF, head, check=False)
-        self._indexed = head
+        """The KB files git changed since the commit the index reflects (`KbCommit.moved`)."""
+        return self.kb_commit.moved(head)
 
     def _apply(self, changes: Changes) -> dict[str, Any]:
         index = self.index
@@ -455,7 +419,7 @@ class Memory:
         hold = hold if hold is not None else self.write_lock
         with hold, self.session():
             docs = self.all_documents()
-        pause_point(self.cfg.fault, "pause-rebuild", self.run_dir)
+        self.faults.reach("pause-rebuild")
         with self.session():
             prepared = self.index.prepare(docs)
             loaded = self.index.load(prepared)  # the new read model, built with no lock held

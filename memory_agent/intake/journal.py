@@ -109,8 +109,11 @@ def clean_text(text: str, limit: int, margin: int = MARGIN) -> str:
         first = redact(text[: head + margin])
         last = redact(text[total - tail - margin :])
         marker = f"\n[... {total - head - tail} characters cut ...]\n"
-        text = (first[:head] + marker + last[len(last) - tail :]) if limit >= 3 * len(marker) \
-            else first[:limit]  # fmt: skip
+        text = (
+            (first[:head] + marker + last[len(last) - tail :])
+            if limit >= 3 * len(marker)
+            else first[:limit]
+        )
     return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
 
 

@@ -44,9 +44,12 @@ class Project:
         self.identity, self.root, self.remote, self.local = identity, root, remote, local
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Project) and (self.identity, self.root, self.remote,
-                                                self.local) == (other.identity, other.root,
-                                                                other.remote, other.local)  # fmt: skip
+        return isinstance(other, Project) and (
+            self.identity,
+            self.root,
+            self.remote,
+            self.local,
+        ) == (other.identity, other.root, other.remote, other.local)
 
     def __hash__(self) -> int:
         return hash((self.identity, self.root))
@@ -110,8 +113,9 @@ def identify(directory: str | Path) -> Project | None:
     directory = os.path.abspath(os.path.expanduser(str(directory)))
     if not os.path.isdir(directory):
         return None
-    where = _git(directory, "rev-parse", "--path-format=absolute", "--git-common-dir",
-                 "--show-toplevel")  # fmt: skip
+    where = _git(
+        directory, "rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel"
+    )
     if not where:
         return None
     lines = where.splitlines()

@@ -52,8 +52,18 @@ _SECRET_WORDS = frozenset(
     "credentials cookie cookies apikey privatekey accesskey secretkey accountkey sessionid "
     "sessiontoken jwt bearer sas connectionstring".split()
 )
-_SECRET_ENDINGS = ("password", "passwd", "secret", "token", "apikey", "accesskey", "privatekey",
-                   "secretkey", "accountkey", "credentials")  # fmt: skip
+_SECRET_ENDINGS = (
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "apikey",
+    "accesskey",
+    "privatekey",
+    "secretkey",
+    "accountkey",
+    "credentials",
+)
 _KEY_PREFIXES = frozenset(
     "api access private secret account signing encryption master shared client app "
     "subscription storage session service".split()
@@ -103,7 +113,9 @@ def _at_start(prefix: str, width: int, cls: str = "A-Za-z0-9_-") -> str:
     return f"{prefix}(?<![{cls}]{'.' * width})"
 
 
-# A pattern with a group `keep` keeps it and redacts the rest of the match.
+# A pattern with a group `keep` keeps it and redacts the rest of the match. Unformatted
+# (fmt: skip): each rule is a name and its regex on one or two lines, in columns; formatted,
+# every regex concatenation is split across five lines and the list is hard to scan.
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("private-key", re.compile(
         r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?s:.*?)"
@@ -143,11 +155,16 @@ _ASSIGNMENT = re.compile(
 _FLAG = re.compile(r"-(?<![A-Za-z0-9_-]-)-?(?P<name>[A-Za-z][A-Za-z0-9_-]{0,60}+)(?:=|[ \t]++)")
 # `with password X`, `.netrc`: `login bob password X`, `password is X`
 _PROSE = re.compile(
-    r"(?i)(?:" + _at_start("password", 8, "A-Za-z0-9_.-") + "|" + _at_start("passwd", 6, "A-Za-z0-9_.-")
-    + "|" + _at_start("passphrase", 10, "A-Za-z0-9_.-") + r")(?:[ \t]++(?:is|was|of))?[ \t]++"
+    r"(?i)(?:"
+    + _at_start("password", 8, "A-Za-z0-9_.-")
+    + "|"
+    + _at_start("passwd", 6, "A-Za-z0-9_.-")
+    + "|"
+    + _at_start("passphrase", 10, "A-Za-z0-9_.-")
+    + r")(?:[ \t]++(?:is|was|of))?[ \t]++"
     r"(?!(?:for|to|is|and|or|the|a|an|of|in|on|was|not|with|authentication|failed|required|"
     r"incorrect|invalid|must|should)(?![A-Za-z0-9_]))(?P<value>[^\s\"',;]{3,}+)"
-)  # fmt: skip
+)
 # mysql -pPASS, sshpass -p PASS, docker login -p PASS (only on a line that runs one of them:
 # `ssh -p2222` keeps its port)
 _CLI_P = re.compile(
@@ -336,8 +353,10 @@ def _cli_passwords(text: str) -> str:
             value = m.group("quoted") or m.group("value")
             if _placeholder(value):
                 return m.group(0)
-            return m.group(0)[: m.start("quoted" if m.group("quoted") else "value") - m.start()] \
-                + "[REDACTED:password]"  # fmt: skip
+            return (
+                m.group(0)[: m.start("quoted" if m.group("quoted") else "value") - m.start()]
+                + "[REDACTED:password]"
+            )
 
         out.append(_CLI_P.sub(sub, line))
     return "".join(out)

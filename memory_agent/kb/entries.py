@@ -55,8 +55,18 @@ __all__ = [
     "validate",
 ]
 
-ENTRY_TYPES = ("principle", "correction", "decision", "guideline", "pitfall", "process", "model",
-               "fact", "preference", "note")  # fmt: skip
+ENTRY_TYPES = (
+    "principle",
+    "correction",
+    "decision",
+    "guideline",
+    "pitfall",
+    "process",
+    "model",
+    "fact",
+    "preference",
+    "note",
+)
 STATUSES = ("active", "superseded", "archived")
 REQUIRED = ("id", "title", "type", "status", "created")
 LIFECYCLE = ("supersedes", "superseded_by", "superseded_at", "archived_at", "archive_reason")

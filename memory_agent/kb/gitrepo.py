@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from memory_agent.errors import Conflict, GitError, RepoBusy
+from memory_agent.faults import NONE, Faults
 from memory_agent.kb.gitrun import fix_for, machine_name, process, run
 
 __all__ = ["GitError", "KBRepo"]
@@ -53,12 +54,12 @@ class KBRepo:
         *,
         lock_wait: float | None = None,
         proc_root: str | Path | None = None,
-        pause: Callable[[str], None] | None = None,
+        faults: Faults = NONE,
     ):
         self.path = Path(path)
         self.lock_wait = lock_wait  # None: gitrun.LOCK_WAIT_S
         self.proc_root = proc_root  # the process table that names a lock's holder (None: /proc)
-        self.pause = pause  # a test hook, called with "pause-commit" before HEAD moves
+        self.faults = faults  # the test seam (memory_agent.faults): "pause-commit"
         self._git_dir: Path | None = None
         if not (self.path / ".git").exists():
             raise GitError(
@@ -234,8 +235,7 @@ class KBRepo:
         if set(changed.split()) - set(rel):
             return None  # something else is in the index after all: take the safe path
         commit = self.git("commit-tree", tree, "-p", parent, "-m", message).strip()
-        if self.pause is not None:
-            self.pause("pause-commit")  # a test hook: the user commits now
+        self.faults.reach("pause-commit")  # (a test: the user commits now)
         try:
             self.git(
                 "update-ref", "-m", f"commit: {message.splitlines()[0]}", "HEAD", commit, parent
@@ -305,8 +305,16 @@ class KBRepo:
         `head` add or change - a link made a file (or the reverse) included: git calls that a
         type change - from one `git log` (deletions are not listed)."""
         span = [head, "--not", since] if since else [head]
-        listed = self.git("log", "-z", "--no-renames", "--no-show-signature", "--diff-filter=AMT",
-                          "--name-only", "--format=commit %H", *span)  # fmt: skip
+        listed = self.git(
+            "log",
+            "-z",
+            "--no-renames",
+            "--no-show-signature",
+            "--diff-filter=AMT",
+            "--name-only",
+            "--format=commit %H",
+            *span,
+        )
         out: list[tuple[str, str]] = []
         commit = ""
         for token in listed.split("\0"):
@@ -330,8 +338,10 @@ class KBRepo:
             data = subprocess.run(
                 ["git", "-C", str(self.path), "cat-file", "--batch"],
                 input="".join(f"{c}:{n}\n" for c, n in batch).encode("utf-8"),
-                capture_output=True, check=True, timeout=timeout,
-            ).stdout  # fmt: skip
+                capture_output=True,
+                check=True,
+                timeout=timeout,
+            ).stdout
         texts: dict[tuple[str, str], str | None] = {}
         pos = 0
         for key in batch:

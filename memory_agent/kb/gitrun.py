@@ -179,13 +179,21 @@ def identity(repo: Path) -> tuple[str, str]:
     machine with no identity configured. Asked once per repository and process."""
     key = str(repo)
     if key not in _IDENTITY:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_AUTHOR_",
-                                                                         "GIT_COMMITTER_"))}  # fmt: skip
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_"))
+        }
         found = []
         for name in ("user.name", "user.email"):
             try:
-                out = subprocess.run(["git", "-C", key, "config", "--get", name],
-                                     capture_output=True, text=True, env=env, timeout=10)  # fmt: skip
+                out = subprocess.run(
+                    ["git", "-C", key, "config", "--get", name],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    timeout=10,
+                )
                 found.append(out.stdout.strip() if out.returncode == 0 else "")
             except (OSError, subprocess.SubprocessError):
                 found.append("")

@@ -109,13 +109,16 @@ class KbPlace:
             if meta.get(key):
                 meta[key] = self.qualify_ids(meta[key])
         if isinstance(meta.get("links"), dict):
-            meta["links"] = {k: self.qualify_ids(v) if isinstance(v, list) else v
-                             for k, v in meta["links"].items()}  # fmt: skip
+            meta["links"] = {
+                k: self.qualify_ids(v) if isinstance(v, list) else v
+                for k, v in meta["links"].items()
+            }
         scope = meta.get("scope")
         if scope and scope != "global":
             meta["scope"] = ScopeMap.read(self.dir).identity_of(scope) or self.qualify(scope)
-        return Document(self.qualify(doc.id), doc.title, doc.body, meta, self.source, doc.path,
-                        stamp=doc.stamp)  # fmt: skip
+        return Document(
+            self.qualify(doc.id), doc.title, doc.body, meta, self.source, doc.path, stamp=doc.stamp
+        )
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "path": str(self.dir), "writable": self.writable}

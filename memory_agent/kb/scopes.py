@@ -122,8 +122,10 @@ class ScopeMap:
         return name
 
     def render(self) -> str:
-        lines = [yaml.safe_dump({k: v}, allow_unicode=True, width=1000).strip()
-                 for k, v in sorted(self.names.items())]  # fmt: skip
+        lines = [
+            yaml.safe_dump({k: v}, allow_unicode=True, width=1000).strip()
+            for k, v in sorted(self.names.items())
+        ]
         return HEADER + "".join(line + "\n" for line in lines)
 
 

@@ -149,17 +149,22 @@ def recall(
             info = index.doc(h["id"])
             when = str((info.meta.get("created") if info else "") or "")[:10]
             if episode:
-                line = (f"- [{h['id']}] (episode: a record of another session"
-                        f"{', ' + when if when else ''}; quoted, unverified)\n  > {text}")  # fmt: skip
+                line = (
+                    f"- [{h['id']}] (episode: a record of another session"
+                    f"{', ' + when if when else ''}; quoted, unverified)\n  > {text}"
+                )
             elif info is not None and info.meta.get("source") == "auto":
                 # a lesson the gate wrote by itself (`gate = auto`): captured text, not a
                 # person's words - quoted like an episode
-                line = (f"- [{h['id']}] ({h['type']}, written by the gate from captured "
-                        f"output{', ' + when if when else ''}; quoted, unverified)\n"
-                        f"  > {h['title']}: {text}")  # fmt: skip
+                line = (
+                    f"- [{h['id']}] ({h['type']}, written by the gate from captured "
+                    f"output{', ' + when if when else ''}; quoted, unverified)\n"
+                    f"  > {h['title']}: {text}"
+                )
             else:
-                line = (f"- [{h['id']}] ({h['type']}{', ' + when if when else ''}) "
-                        f"{h['title']}: {text}")  # fmt: skip
+                line = (
+                    f"- [{h['id']}] ({h['type']}{', ' + when if when else ''}) {h['title']}: {text}"
+                )
             if len(line) + 1 > room:  # past the budget: a later, shorter one may fit
                 continue
             room -= len(line) + 1
@@ -184,8 +189,14 @@ def digest(
     if not name or is_trivial(name):
         return Recall()
     note = f"\n(project: {name})"
-    found = recall(memory, f"{name} project conventions decisions pitfalls", None, limit=limit,
-                   project=project, budget=None if budget is None else budget - len(note))  # fmt: skip
+    found = recall(
+        memory,
+        f"{name} project conventions decisions pitfalls",
+        None,
+        limit=limit,
+        project=project,
+        budget=None if budget is None else budget - len(note),
+    )
     if not found.ids:
         return found
     return Recall(found.text.replace(HEADER, f"{HEADER}{note}", 1), found.ids)

@@ -40,7 +40,8 @@ RECENCY_WEIGHT = 0.03
 DORMANT_PENALTY = 0.05
 FAST, SLOW, EPISODIC = "fast", "slow", "episodic"
 # Session context and notes move fast; decisions, principles and domain knowledge move slowly;
-# captured episodes (what happened in one turn) fade fastest.
+# captured episodes (what happened in one turn) fade fastest. Unformatted (fmt: skip): eleven
+# types in three lines, not eleven.
 TYPE_PACE = {
     "note": FAST, "preference": SLOW, "correction": SLOW, "pitfall": SLOW, "process": SLOW,
     "guideline": SLOW, "decision": SLOW, "principle": SLOW, "model": SLOW, "fact": SLOW,
@@ -71,6 +72,7 @@ HOP_DECAY = 0.5
 HOP_FRONTIER = 20  # nodes expanded at hop 2, strongest first
 MAX_PULLED = 40  # entries a search may pull in that it did not find itself
 CAP_MATCHING = True
+# Unformatted (fmt: skip): the comments stay aligned in a column.
 EDGE_WEIGHTS = {
     "references": 1.0,    # authored, in the frontmatter's links:
     "wikilink": 1.0,      # authored, [[target]] in the body

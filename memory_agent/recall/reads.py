@@ -241,12 +241,13 @@ def default_filter(
     return Filter(
         types=tuple(types) if types else None,
         tags=tuple(tags) if tags else None,
-        statuses=None if doc_ids is not None else
-        (("active", "archived") if include_archived else ("active",)),
+        statuses=None
+        if doc_ids is not None
+        else (("active", "archived") if include_archived else ("active",)),
         sources=tuple(sources) if sources is not None else None,
         scopes=tuple(scopes) if scopes is not None else None,
         doc_ids=doc_ids,
-    )  # fmt: skip
+    )
 
 
 def product_searcher(clock_setting: str = ""):

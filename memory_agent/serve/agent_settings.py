@@ -27,8 +27,15 @@ from typing import Any
 
 from memory_agent.errors import ConfigError, Conflict
 
-__all__ = ["Change", "Moved", "json_change", "merge_allow", "merge_hooks", "merge_server",
-           "write_change"]  # fmt: skip
+__all__ = [
+    "Change",
+    "Moved",
+    "json_change",
+    "merge_allow",
+    "merge_hooks",
+    "merge_server",
+    "write_change",
+]
 
 
 # -- what is ours --------------------------------------------------------------------------------

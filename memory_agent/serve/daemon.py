@@ -199,9 +199,13 @@ def build_app(service: Any, server_holder: dict[str, Any], *, single_exchange: b
             except ValueError:
                 offset, limit = 0, 50
             return service.entries(
-                max(0, offset), max(1, min(limit, 200)), q.get("type", ""),
-                q.get("status", ""), q.get("source", ""), q.get("scope", ""),
-            )  # fmt: skip
+                max(0, offset),
+                max(1, min(limit, 200)),
+                q.get("type", ""),
+                q.get("status", ""),
+                q.get("source", ""),
+                q.get("scope", ""),
+            )
 
         return await admin(page)
 
@@ -293,7 +297,6 @@ def open_early(memory: Any) -> bool:
     (the first is built once the model has loaded), or no embedder to open it with (the
     model's loader reports why)."""
     from memory_agent.errors import describe
-    from memory_agent.files import pause_point
 
     if memory.current_generation() is None:
         return False
@@ -304,8 +307,8 @@ def open_early(memory: Any) -> bool:
         log.warning("the index is not opened at start: %s", describe(exc).message)
         return False
 
-    def before() -> None:  # the `fault` setting's test hook: hold the open while it runs
-        pause_point(str(memory.cfg.fault), "pause-open", memory.run_dir)
+    def before() -> None:  # the test seam (memory_agent.faults): hold the open while it runs
+        memory.faults.reach("pause-open")
 
     def then(snap: Any) -> None:
         if snap is None:
@@ -320,8 +323,11 @@ def open_early(memory: Any) -> bool:
             return
         log.info(
             "index %s opened at start: %d entries in %.2f s, link graph in %.2f s",
-            snap.generation, len(snap), opened - started, time.perf_counter() - opened,
-        )  # fmt: skip
+            snap.generation,
+            len(snap),
+            opened - started,
+            time.perf_counter() - opened,
+        )
 
     return index.open_in_background(before, then)
 

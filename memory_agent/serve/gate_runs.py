@@ -41,8 +41,10 @@ class _LockedGateway:
             return attr
 
         def locked(*args: Any, **kwargs: Any) -> Any:
-            self._pre_embed(kwargs.get("title", args[0] if args else None),
-                            kwargs.get("body", args[1] if len(args) > 1 else None))  # fmt: skip
+            self._pre_embed(
+                kwargs.get("title", args[0] if args else None),
+                kwargs.get("body", args[1] if len(args) > 1 else None),
+            )
             with self._write_lock:
                 return attr(*args, **kwargs)
 
@@ -91,8 +93,9 @@ class GateRuns:
                 log.info("gate: %s", report)
         except Exception as exc:  # noqa: BLE001 - logged; the next event tries again
             info = describe(exc)
-            log.warning("gate failed: %s", info.message,
-                        exc_info=exc if info.code == "internal" else None)  # fmt: skip
+            log.warning(
+                "gate failed: %s", info.message, exc_info=exc if info.code == "internal" else None
+            )
 
     def run(self) -> dict[str, Any]:
         self._model.wait()

@@ -13,7 +13,7 @@ from memory_agent.index.memory import Memory
 from memory_agent.kb.kbs import KbPlace
 from memory_agent.serve.remote_runs import KbRemotes
 from memory_agent.sync import clones
-from memory_agent.sync.remote import shown
+from memory_agent.sync.transport import shown
 
 __all__ = ["add", "listing", "remote_status", "remove", "sync"]
 
@@ -91,8 +91,13 @@ def listing(memory: Memory, remote: KbRemotes) -> dict[str, Any]:
     counts, rows = _counts(memory), []
     for place, runs in remote.all():
         url = runs.syncer.url() if place.dir.is_dir() else None
-        rows.append({**place.as_json(), "entries": counts.get(place.source, 0),
-                     "remote": shown(url) if url else None})  # fmt: skip
+        rows.append(
+            {
+                **place.as_json(),
+                "entries": counts.get(place.source, 0),
+                "remote": shown(url) if url else None,
+            }
+        )
     return {"kbs": rows}
 
 
@@ -110,8 +115,12 @@ def add(
         synced = runs.run_now()  # a read-only KB only pulls
     except MemoryAgentError as exc:  # added all the same: `memory-agent sync` retries
         synced = {"error": describe(exc).as_json()}
-    return {**place.as_json(), "remote": shown(runs.syncer.url()), "sync": synced,
-            "entries": _counts(memory).get(place.source, 0)}  # fmt: skip
+    return {
+        **place.as_json(),
+        "remote": shown(runs.syncer.url()),
+        "sync": synced,
+        "entries": _counts(memory).get(place.source, 0),
+    }
 
 
 def remove(memory: Memory, remote: KbRemotes, lock: Any, name: Any) -> dict[str, Any]:

@@ -56,10 +56,21 @@ def hook_command(home: Path, event: str, client: str = "claude-code") -> list[st
     return [sys.executable, "-S", str(launcher), event, "--home", str(home), "--client", client]
 
 
-READ_TOOLS = ("memory_search", "memory_get", "memory_history", "memory_index_status",
-              "memory_proposals")  # fmt: skip
-WRITE_TOOLS = ("memory_add", "memory_supersede", "memory_archive", "memory_set_importance",
-               "memory_accept", "memory_reject")  # fmt: skip
+READ_TOOLS = (
+    "memory_search",
+    "memory_get",
+    "memory_history",
+    "memory_index_status",
+    "memory_proposals",
+)
+WRITE_TOOLS = (
+    "memory_add",
+    "memory_supersede",
+    "memory_archive",
+    "memory_set_importance",
+    "memory_accept",
+    "memory_reject",
+)
 ALLOW_WRITES = (
     'To let the agent write too, add "mcp__memory" (every memory tool) to permissions.allow, '
     "or only the writes you want: " + ", ".join(f"mcp__memory__{t}" for t in WRITE_TOOLS) + "."

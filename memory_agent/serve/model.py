@@ -97,9 +97,10 @@ class ModelLoader:
             self._error = info.message
             self._fix = info.fix
             log.error(
-                "model failed to load: %s", self._error,
+                "model failed to load: %s",
+                self._error,
                 exc_info=exc if info.code == "internal" else None,
-            )  # fmt: skip
+            )
             self._settled.set()
             return
         try:

@@ -16,7 +16,8 @@ from typing import Any
 
 from memory_agent.errors import MemoryAgentError
 from memory_agent.kb.kbs import KbPlace
-from memory_agent.sync.remote import RemoteUnreachable, Syncer, UpstreamRewritten
+from memory_agent.sync.remote import Syncer, UpstreamRewritten
+from memory_agent.sync.transport import RemoteUnreachable
 
 __all__ = ["KbRemotes", "RemoteRuns"]
 
@@ -79,8 +80,9 @@ class RemoteRuns:
                 self._backoff = self.interval
                 self._due = time.monotonic() + self._backoff
                 if report.get("pulled") or report.get("pushed"):
-                    log.info("sync: pulled %s, pushed %s commit(s)", report["pulled"],
-                             report["pushed"])  # fmt: skip
+                    log.info(
+                        "sync: pulled %s, pushed %s commit(s)", report["pulled"], report["pushed"]
+                    )
             except RemoteUnreachable as exc:
                 self._backoff = min(self._backoff * 2, MAX_BACKOFF_S)
                 self._due = time.monotonic() + self._backoff

@@ -30,14 +30,32 @@ __all__ = [
     "with_error",
 ]
 
-ERROR_CODES = ("not_found", "read_only", "conflict", "invalid", "not_ready", "config", "git",
-               "write_failed", "daemon", "index", "model", "document", "internal")  # fmt: skip
+ERROR_CODES = (
+    "not_found",
+    "read_only",
+    "conflict",
+    "invalid",
+    "not_ready",
+    "config",
+    "git",
+    "write_failed",
+    "daemon",
+    "index",
+    "model",
+    "document",
+    "internal",
+)
 
 _OPEN = ConfigDict(extra="allow")
 
-Id = Annotated[str, Field(description="The entry's id: a slug for personal KB entries, "
-                          "<kb>:<slug> for another KB's (team:use-uv), <label>/<path> for "
-                          "read-only project docs.")]  # fmt: skip
+Id = Annotated[
+    str,
+    Field(
+        description="The entry's id: a slug for personal KB entries, "
+        "<kb>:<slug> for another KB's (team:use-uv), <label>/<path> for "
+        "read-only project docs."
+    ),
+]
 Commit = Annotated[str, Field(description="The git commit that holds the write.")]
 Generation = Annotated[str | None, Field(description="The index generation that serves the write.")]
 Preview = Annotated[
@@ -50,8 +68,13 @@ Preview = Annotated[
 class Hit(TypedDict):
     id: Id
     title: str
-    type: Annotated[str, Field(description="principle, correction, decision, guideline, "
-                               "pitfall, process, model, fact, preference or note")]  # fmt: skip
+    type: Annotated[
+        str,
+        Field(
+            description="principle, correction, decision, guideline, "
+            "pitfall, process, model, fact, preference or note"
+        ),
+    ]
     status: Annotated[str, Field(description="active or archived (superseded never shows)")]
     score: Annotated[float, Field(description="Relevance plus the ranking signals.")]
     snippet: Annotated[str, Field(description="The best matching passage, shortened.")]

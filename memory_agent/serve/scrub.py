@@ -132,8 +132,13 @@ def _stale_temps(folder: Path) -> int:
 def scrub_journal(folder: Path) -> dict[str, int]:
     """Redact the journal's files; `sessions` in the report: the sessions whose files were
     rewritten (the gate's read positions for them no longer hold)."""
-    report: dict[str, Any] = {"files": 0, "rewritten": 0, "lines": 0, "temps_removed": 0,
-                              "sessions": []}  # fmt: skip
+    report: dict[str, Any] = {
+        "files": 0,
+        "rewritten": 0,
+        "lines": 0,
+        "temps_removed": 0,
+        "sessions": [],
+    }
     touched: set[str] = set()
     if not folder.is_dir():
         return report
@@ -241,8 +246,11 @@ def reset_gate_sessions(state: dict[str, Any], sessions: Iterable[str]) -> bool:
             obs = observed[key]
             if not isinstance(obs, dict):
                 continue
-            episodes = [e for e in obs.get("episodes", [])
-                        if not (isinstance(e, str) and _episode_session(e) in names)]  # fmt: skip
+            episodes = [
+                e
+                for e in obs.get("episodes", [])
+                if not (isinstance(e, str) and _episode_session(e) in names)
+            ]
             kept = [s for s in obs.get("sessions", []) if s not in names]
             if episodes == obs.get("episodes", []) and kept == obs.get("sessions", []):
                 continue
@@ -275,13 +283,15 @@ def auto_lessons(home: Path) -> list[dict[str, str]]:
             continue
         if entry.extra.get("source") != "auto" or entry.status != "active":
             continue
-        out.append({
-            "id": entry.id,
-            "title": entry.title,
-            "path": str(path.relative_to(home)),
-            "archive": f"memory-agent archive {shlex.quote(entry.id)} --reason "
-                       f"'reviewed after the scrub' --confirm",
-        })  # fmt: skip
+        out.append(
+            {
+                "id": entry.id,
+                "title": entry.title,
+                "path": str(path.relative_to(home)),
+                "archive": f"memory-agent archive {shlex.quote(entry.id)} --reason "
+                f"'reviewed after the scrub' --confirm",
+            }
+        )
     return out
 
 
@@ -388,8 +398,12 @@ def run_at_start(service: Any) -> None:
 
 def _scrub_files(service: Any) -> dict[str, Any] | None:
     try:
-        report = scrub_home(service.memory.home, events_keep=[service.events.path], mark=False,
-                            gate_lock=service.gate_lock)  # fmt: skip
+        report = scrub_home(
+            service.memory.home,
+            events_keep=[service.events.path],
+            mark=False,
+            gate_lock=service.gate_lock,
+        )
     except Exception as exc:  # noqa: BLE001 - retried at the next start (no marker)
         log.error("scrub: failed (%s: %s); retried at the next start", type(exc).__name__, exc)
         return None
@@ -397,8 +411,12 @@ def _scrub_files(service: Any) -> dict[str, Any] | None:
     log.info(
         "scrub: %d journal line(s) in %d file(s), %d event line(s), inbox %d redacted; "
         "%d auto lesson(s) to review (memory-agent scrub lists them)",
-        j["lines"], j["rewritten"], e["lines"], report["inbox"], len(report["auto_lessons"]),
-    )  # fmt: skip
+        j["lines"],
+        j["rewritten"],
+        e["lines"],
+        report["inbox"],
+        len(report["auto_lessons"]),
+    )
     return report
 
 

@@ -28,7 +28,6 @@ from typing import Any
 
 from memory_agent import __version__, limits
 from memory_agent.errors import Conflict, Invalid
-from memory_agent.files import pause_point
 from memory_agent.index.memory import Memory
 from memory_agent.intake import journal
 from memory_agent.intake.projects import ProjectCache
@@ -104,7 +103,7 @@ class Service:
             refresh=self.memory.refresh_paths,
             clock=self.memory.clock,
             pre_embed=self.pre_embed_entries,
-            pause=lambda point: pause_point(str(self.memory.cfg.fault), point, self.memory.run_dir),
+            faults=self.memory.faults,
             push=place.writable,
         )
         return RemoteRuns(syncer, float(self.memory.cfg.sync_interval))
@@ -221,9 +220,14 @@ class Service:
             )
         else:
             found = recall_mod.recall(
-                self.memory, prompt, session, limit=limit, project=project, budget=budget,
+                self.memory,
+                prompt,
+                session,
+                limit=limit,
+                project=project,
+                budget=budget,
                 ranker=self.rankers,
-            )  # fmt: skip
+            )
         self.usage.record(
             "inject", session=session, event=event, ids=found.ids, chars=len(found.text)
         )

@@ -68,8 +68,10 @@ class ProxySession:
         from urllib.parse import quote
 
         self.roots_asked += 1
-        roots = [{"uri": "file://" + quote(str(Path(r).resolve())), "name": Path(r).name}
-                 for r in self.roots or []]  # fmt: skip
+        roots = [
+            {"uri": "file://" + quote(str(Path(r).resolve())), "name": Path(r).name}
+            for r in self.roots or []
+        ]
         try:
             self._write({"jsonrpc": "2.0", "id": request.get("id"), "result": {"roots": roots}})
         except (OSError, ValueError):

@@ -211,9 +211,13 @@ class SingleExchangeReads:
         lifespan_state = lowlevel.session_manager._lifespan_state  # entered once, at start
         try:
             result = await serve_one(
-                lowlevel, dctx, message.method, message.params,
-                connection=connection, lifespan_state=lifespan_state,
-            )  # fmt: skip
+                lowlevel,
+                dctx,
+                message.method,
+                message.params,
+                connection=connection,
+                lifespan_state=lifespan_state,
+            )
         except Exception as exc:  # the dispatcher's one exception-to-wire boundary
             error = handler_exception_to_error_data(exc)
             if error is None:

@@ -15,7 +15,10 @@ from memory_agent import limits
 from memory_agent.kb.entries import ENTRY_TYPES
 
 __all__ = [
+    "ADDS",
     "READ",
+    "RETIRES",
+    "SETS",
     "BodyArg",
     "ConfirmArg",
     "EntryType",
@@ -29,8 +32,23 @@ __all__ = [
 ]
 
 EntryType = Literal[ENTRY_TYPES]  # type: ignore[valid-type]
-READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                       open_world_hint=False)  # fmt: skip
+
+
+def hints(*, read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations:
+    """What a tool does, for the client's permission prompts. Every tool acts on this home
+    only (`open_world_hint=False`)."""
+    return ToolAnnotations(
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=False,
+    )
+
+
+READ = hints(read_only=True, destructive=False, idempotent=True)
+ADDS = hints(read_only=False, destructive=False, idempotent=False)  # a new entry or record a call
+RETIRES = hints(read_only=False, destructive=True, idempotent=False)  # an entry leaves search
+SETS = hints(read_only=False, destructive=False, idempotent=True)  # twice changes nothing more
 
 IdArg = Annotated[
     str,

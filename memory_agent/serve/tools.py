@@ -23,7 +23,10 @@ from memory_agent.serve import schemas
 from memory_agent.serve.mcp_server import MemoryServer, caller_of, where_of
 from memory_agent.serve.service import Service
 from memory_agent.serve.tool_params import (
+    ADDS,
     READ,
+    RETIRES,
+    SETS,
     BodyArg,
     ConfirmArg,
     EntryType,
@@ -45,9 +48,19 @@ earlier session. Add what a future session would need and cannot get from the co
 log. Never duplicate: search first; change an entry with memory_supersede, retire it with
 memory_archive (both preview first). Errors start with a code and end with the fix."""
 
-TOOL_NAMES = ("memory_search", "memory_get", "memory_add", "memory_supersede", "memory_archive",
-              "memory_set_importance", "memory_history", "memory_index_status",
-              "memory_proposals", "memory_accept", "memory_reject")  # fmt: skip
+TOOL_NAMES = (
+    "memory_search",
+    "memory_get",
+    "memory_add",
+    "memory_supersede",
+    "memory_archive",
+    "memory_set_importance",
+    "memory_history",
+    "memory_index_status",
+    "memory_proposals",
+    "memory_accept",
+    "memory_reject",
+)
 
 
 def build_server(service: Service) -> MCPServer:
@@ -180,12 +193,7 @@ def build_server(service: Service) -> MCPServer:
 
     @tool(
         "Remember something new",
-        ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=False,
-            open_world_hint=False,
-        ),  # fmt: skip
+        ADDS,
     )
     def memory_add(
         title: TitleArg,
@@ -219,18 +227,21 @@ def build_server(service: Service) -> MCPServer:
         read it with memory_get and supersede it if yours is better.
         """
         return service.add(
-            title=title, body=body, type=type, tags=tags or [], request_id=request_id,
-            force=force, links=links, scope=scope, kb=kb, where=where_of(ctx),
-        )  # fmt: skip
+            title=title,
+            body=body,
+            type=type,
+            tags=tags or [],
+            request_id=request_id,
+            force=force,
+            links=links,
+            scope=scope,
+            kb=kb,
+            where=where_of(ctx),
+        )
 
     @tool(
         "Replace an outdated entry",
-        ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=True,
-            idempotent_hint=False,
-            open_world_hint=False,
-        ),  # fmt: skip
+        RETIRES,
     )
     def memory_supersede(
         old_id: IdArg,
@@ -280,12 +291,7 @@ def build_server(service: Service) -> MCPServer:
 
     @tool(
         "Retire an entry",
-        ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=True,
-            idempotent_hint=False,
-            open_world_hint=False,
-        ),  # fmt: skip
+        RETIRES,
     )
     def memory_archive(
         id: IdArg,
@@ -311,12 +317,7 @@ def build_server(service: Service) -> MCPServer:
 
     @tool(
         "Say how much an entry matters",
-        ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=True,
-            open_world_hint=False,
-        ),  # fmt: skip
+        SETS,
     )
     def memory_set_importance(
         id: IdArg,
@@ -354,12 +355,7 @@ def build_server(service: Service) -> MCPServer:
 
     @tool(
         "Accept a proposed lesson",
-        ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=True,
-            open_world_hint=False,
-        ),  # fmt: skip
+        SETS,
     )
     def memory_accept(
         id: Annotated[str, Field(description="A proposal id from memory_proposals.")],
@@ -370,12 +366,7 @@ def build_server(service: Service) -> MCPServer:
 
     @tool(
         "Reject a proposed lesson",
-        ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=False,
-            open_world_hint=False,
-        ),  # fmt: skip
+        ADDS,
     )
     def memory_reject(
         id: Annotated[str, Field(description="A proposal id from memory_proposals.")],
@@ -385,7 +376,7 @@ def build_server(service: Service) -> MCPServer:
                 description="Why it is wrong or not worth keeping.",
                 min_length=1,
                 max_length=limits.MAX_REASON,
-            ),  # fmt: skip
+            ),
         ],
     ) -> schemas.RejectReply:
         """Drop a proposed lesson for good: the same lesson is never proposed again."""

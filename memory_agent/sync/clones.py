@@ -23,7 +23,7 @@ from typing import Any
 from memory_agent.errors import Conflict, GitError, Invalid
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.kbs import KbPlace, Registry, check_name
-from memory_agent.sync.remote import FETCH_TIMEOUT_S, REMOTE, shown
+from memory_agent.sync.transport import FETCH_TIMEOUT_S, REMOTE, shown
 
 __all__ = ["add_kb", "remove_kb", "unpushed"]
 
@@ -57,8 +57,11 @@ def add_kb(registry: Registry, name: Any, url: Any, writable: bool = True) -> Kb
     try:
         proc = subprocess.run(
             ["git", "clone", "--quiet", "--origin", REMOTE, url, str(dest)],
-            capture_output=True, text=True, env=_git_env(), timeout=FETCH_TIMEOUT_S,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=_git_env(),
+            timeout=FETCH_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired as exc:
         shutil.rmtree(dest, ignore_errors=True)  # a partial clone of ours holds nothing
         raise GitError(
@@ -74,8 +77,9 @@ def add_kb(registry: Registry, name: Any, url: Any, writable: bool = True) -> Kb
         )
     repo = KBRepo(dest)
     if not repo.succeeds("rev-parse", "-q", "--verify", "HEAD^{commit}"):
-        branches = repo.git("for-each-ref", "--format=%(refname:lstrip=3)",
-                            f"refs/remotes/{REMOTE}/").split()  # fmt: skip
+        branches = repo.git(
+            "for-each-ref", "--format=%(refname:lstrip=3)", f"refs/remotes/{REMOTE}/"
+        ).split()
         if branches:  # the remote's HEAD names no branch (a bare repository's `master`)
             branch = "main" if "main" in branches else branches[0]
             repo.git("checkout", "-q", "-B", branch, f"{REMOTE}/{branch}")

@@ -43,8 +43,16 @@ RANK = {"active": 0, "archived": 1, "superseded": 2}
 
 
 def _content(e: Entry) -> tuple:
-    return (e.title, e.type, e.body.strip(), sorted(e.tags), e.extra.get("links"),
-            e.scope, e.extra.get("source"), e.extra.get("episodes"))  # fmt: skip
+    return (
+        e.title,
+        e.type,
+        e.body.strip(),
+        sorted(e.tags),
+        e.extra.get("links"),
+        e.scope,
+        e.extra.get("source"),
+        e.extra.get("episodes"),
+    )
 
 
 def _as_list(value: Any) -> list[str]:
@@ -217,27 +225,49 @@ class Merge:
             if merged.get(name, identity) == identity:
                 merged[name] = identity
             else:  # one name, two projects: upstream keeps it, this side's is kept aside
-                self.variants.append({"path": MAP_FILE, "variant": MAP_FILE,
-                                      "why": f"name {name} maps to two projects"})  # fmt: skip
-        lines = [yaml.safe_dump({k: v}, allow_unicode=True, width=1000).strip()
-                 for k, v in sorted(merged.items())]  # fmt: skip
+                self.variants.append(
+                    {
+                        "path": MAP_FILE,
+                        "variant": MAP_FILE,
+                        "why": f"name {name} maps to two projects",
+                    }
+                )
+        lines = [
+            yaml.safe_dump({k: v}, allow_unicode=True, width=1000).strip()
+            for k, v in sorted(merged.items())
+        ]
         self._write(MAP_FILE, HEADER + "".join(line + "\n" for line in lines))
         return [MAP_FILE]
 
     def _lifecycle(self, text_from: Entry, ours: Entry, upstream: Entry) -> Entry:
         """`text_from`'s text with both sides' lifecycle: supersede + supersede is a fork,
         supersede + archive ends superseded with the archive kept."""
-        merged = Entry(text_from.id, text_from.title, text_from.type, upstream.status,
-                       upstream.created, text_from.body, list(text_from.tags),
-                       dict(text_from.extra))  # fmt: skip
+        merged = Entry(
+            text_from.id,
+            text_from.title,
+            text_from.type,
+            upstream.status,
+            upstream.created,
+            text_from.body,
+            list(text_from.tags),
+            dict(text_from.extra),
+        )
         a, b = upstream, ours
-        for key in ("superseded_by", "superseded_at", "archived_at", "archive_reason",
-                    "supersedes"):  # fmt: skip
+        for key in (
+            "superseded_by",
+            "superseded_at",
+            "archived_at",
+            "archive_reason",
+            "supersedes",
+        ):
             merged.extra.pop(key, None)
-        successors = sorted(set(_as_list(a.extra.get("superseded_by")))
-                            | set(_as_list(b.extra.get("superseded_by"))))  # fmt: skip
-        supersedes = sorted(set(_as_list(a.extra.get("supersedes")))
-                            | set(_as_list(b.extra.get("supersedes"))))  # fmt: skip
+        successors = sorted(
+            set(_as_list(a.extra.get("superseded_by")))
+            | set(_as_list(b.extra.get("superseded_by")))
+        )
+        supersedes = sorted(
+            set(_as_list(a.extra.get("supersedes"))) | set(_as_list(b.extra.get("supersedes")))
+        )
         if supersedes:
             merged.extra["supersedes"] = supersedes
         merged.status = max((a.status, b.status), key=lambda s: RANK.get(s, 0))

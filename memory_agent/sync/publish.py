@@ -65,5 +65,6 @@ def check_quiet(kb_dir: Path) -> None:
     try:
         KBRepo(kb_dir).check_writable()
     except RepoBusy as exc:
-        raise RepoBusy(f"no round of sync ran (nothing pulled or pushed): {exc.message}",
-                       exc.fix) from None  # fmt: skip
+        raise RepoBusy(
+            f"no round of sync ran (nothing pulled or pushed): {exc.message}", exc.fix
+        ) from None

@@ -2,10 +2,11 @@
 `memory-agent remote set URL` (credentials are git's business), `memory-agent sync` (one round
 now; the daemon runs them on its own). A round (`Syncer.run`):
 
-1. `git fetch` the KB's branch from `origin` (no lock held: writes never wait for the network).
+1. `git fetch` the KB's branch from `origin` (no lock held: writes never wait for the network;
+   `memory_agent.sync.transport` talks to the remote).
 2. Only ahead: push. Only behind: fast-forward. Diverged (or two unrelated first commits: every
    home starts its own): **replay this machine's unpushed commits on upstream in a temporary
-   worktree**, one commit each with its message and author, the files merged by what they mean
+   worktree** (`memory_agent.sync.replay`), one commit each with its message and author, the files merged by what they mean
    (`memory_agent.sync.merging`: no conflict marker is ever written). A KB holding only what
    `init` wrote takes upstream's history as it is.
 3. The incoming entries are embedded into the embedding cache, still with no lock held.
@@ -29,59 +30,27 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import re
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from memory_agent.errors import Conflict, GitError, Invalid, MemoryAgentError, NotReady
-from memory_agent.intake.redact import redact
+from memory_agent.faults import NONE, Faults
 from memory_agent.kb.entries import ValidationError, parse_entry
 from memory_agent.kb.gitrepo import KBRepo
-from memory_agent.kb.gitrun import machine_name
-from memory_agent.sync.merging import VARIANTS, Merge
-from memory_agent.sync.publish import SecretFound, check_quiet, check_secrets
+from memory_agent.sync.merging import VARIANTS
+from memory_agent.sync.publish import check_quiet, check_secrets
+from memory_agent.sync.replay import replay
+from memory_agent.sync.transport import FETCH_TIMEOUT_S, REMOTE, fetch, push, shown
 from memory_agent.sync.upstream import check_missing_branch, set_remote
 
-__all__ = [
-    "REMOTE", "PushRefused", "RemoteUnreachable", "SecretFound", "Syncer", "UpstreamRewritten"
-]  # fmt: skip
+__all__ = ["Syncer", "UpstreamRewritten"]
 
-REMOTE = "origin"
 SYNCED_REF = "refs/memory-agent/synced"  # the upstream commit the last round ended on
 RESCUE_REFS = "refs/memory-agent/rescue/"
 ROUNDS = 3  # a round restarted (a write meanwhile, a push refused) at most this often
-FETCH_TIMEOUT_S = 120.0
 PRE_EMBED_BATCH = 32  # incoming entries embedded per step (progress moves this often)
-_USERINFO = re.compile(r"([A-Za-z][\w+.-]*://)([^/\s]*)@")  # to the last @ before /
-
-
-def shown(text: str | None) -> str:
-    """A remote URL (or git's message naming one) as status and errors show it, its
-    credentials masked (git keeps the URL in the KB's config; nothing of ours stores it): a
-    password, a user name that looks like a token, and over http(s) a user name alone (the
-    token-only form `https://<token>@github.com/...`)."""
-    return _USERINFO.sub(_masked, text or "")
-
-
-def _masked(found: re.Match) -> str:
-    scheme, userinfo = found.group(1), found.group(2)
-    user, colon, _ = userinfo.partition(":")
-    if redact(user) != user or (not colon and scheme.lower().startswith(("http", "ftp"))):
-        user = "***"
-    return f"{scheme}{user}{':***' if colon else ''}@"
-
-
-class RemoteUnreachable(MemoryAgentError):
-    code = "unavailable"
-
-
-class PushRefused(RemoteUnreachable):
-    """The remote was reached and refused the push by its own rule (not because it moved)."""
 
 
 class UpstreamRewritten(Conflict):
@@ -99,7 +68,7 @@ class Syncer:
         refresh: Callable[[list[Path]], Any],
         clock: Callable[[], float] = time.time,
         pre_embed: Callable[[list[tuple[str, str]]], Any] | None = None,
-        pause: Callable[[str], None] | None = None,
+        faults: Faults = NONE,
         push: bool = True,
     ):
         self.push = push  # False: a KB added read-only only pulls (docs/adr/0017-team-kb.md)
@@ -112,7 +81,7 @@ class Syncer:
         # with no lock held (`_prepare`); the move's refresh then finds them cached
         self.pre_embed = pre_embed
         self.progress: dict[str, Any] | None = None  # a round's pre-embedding, for `status`
-        self.pause = pause  # a test hook (the `fault` setting), called with "pause-sync-embed"
+        self.faults = faults  # the test seam (memory_agent.faults): "pause-sync-embed"
         self._waiting: tuple[Any, dict[str, Any]] | None = None  # (the KB's state, forks...)
 
     @property
@@ -171,8 +140,9 @@ class Syncer:
         upstream = self._rev(f"refs/remotes/{REMOTE}/{out['branch']}")
         local = self._rev(f"refs/heads/{out['branch']}")
         if upstream and local:
-            counts = self.repo.git("rev-list", "--left-right", "--count",
-                                   f"{local}...{upstream}", check=False).split()  # fmt: skip
+            counts = self.repo.git(
+                "rev-list", "--left-right", "--count", f"{local}...{upstream}", check=False
+            ).split()
             if len(counts) == 2:
                 out["ahead"], out["behind"] = int(counts[0]), int(counts[1])
         elif local and not upstream:
@@ -205,10 +175,15 @@ class Syncer:
             successors = entry.extra.get("superseded_by")
             if isinstance(successors, list) and len(successors) > 1:
                 forks.append({"id": entry.id, "successors": [str(s) for s in successors]})
-        variants = [
-            {"variant": f"{VARIANTS}/{p.name}", "path": p.name.split(".")[0]}
-            for p in sorted(folder.glob("*.md")) if p.is_file()
-        ] if folder.is_dir() else []  # fmt: skip
+        variants = (
+            [
+                {"variant": f"{VARIANTS}/{p.name}", "path": p.name.split(".")[0]}
+                for p in sorted(folder.glob("*.md"))
+                if p.is_file()
+            ]
+            if folder.is_dir()
+            else []
+        )
         self._waiting = (key, {"forks": forks, "variants": variants})
         return copy.deepcopy(self._waiting[1])
 
@@ -220,64 +195,15 @@ class Syncer:
     def _is_ancestor(self, a: str, b: str) -> bool:
         return self.repo.succeeds("merge-base", "--is-ancestor", a, b)
 
-    def _fetch(self, branch: str) -> None:
-        import subprocess
-
-        env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-        env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=15")
-        try:
-            proc = subprocess.run(
-                ["git", "-C", str(self.kb_dir), "fetch", "--quiet", "--no-tags", REMOTE,
-                 f"+refs/heads/{branch}:refs/remotes/{REMOTE}/{branch}"],
-                capture_output=True, text=True, env=env, timeout=FETCH_TIMEOUT_S,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired as exc:
-            raise RemoteUnreachable(
-                f"fetching from {shown(self.url())} took over {FETCH_TIMEOUT_S:.0f} s",
-                "check the network; writes go on and the next round catches up",
-            ) from exc
-        if proc.returncode != 0:
-            err = proc.stderr.strip()
-            if "couldn't find remote ref" in err:  # an empty remote (the push creates it)?
-                return check_missing_branch(self.kb_dir, REMOTE, branch, shown(self.url()),
-                                            self._rev(SYNCED_REF) is not None, FETCH_TIMEOUT_S)  # fmt: skip
-            raise RemoteUnreachable(
-                f"cannot fetch from {shown(self.url())}: "
-                f"{shown(err.splitlines()[-1]) if err else 'failed'}",
-                "check the URL (`memory-agent remote set URL`), the network and git's "
-                "credentials (ssh agent, credential helper); writes go on meanwhile",
-            )
-
-    def _push(self, branch: str, head: str) -> bool:
-        """Push `head` to the remote branch (never forced). False when the remote moved."""
-        import subprocess
-
-        env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-        env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=15")
-        proc = subprocess.run(
-            ["git", "-C", str(self.kb_dir), "push", "--quiet", "--porcelain", REMOTE,
-             f"{head}:refs/heads/{branch}"],
-            capture_output=True, text=True, env=env, timeout=FETCH_TIMEOUT_S,
-        )  # fmt: skip
-        if proc.returncode == 0:
-            self.repo.git("update-ref", f"refs/remotes/{REMOTE}/{branch}", head)
-            return True
-        text = proc.stdout + proc.stderr
-        if "[remote rejected]" in text:  # the remote's own rule (a hook, a protected branch)
-            said = " / ".join(x[7:].strip() for x in text.splitlines() if x.startswith("remote:"))
-            raise PushRefused(
-                f"the remote {shown(self.url())} refused the push; it said (quoted, redacted): "
-                f"{json.dumps(redact(shown(said.strip(' /') or text.strip()))[:300])}",
-                "your commits stay here and the next round offers them again; a remote that "
-                "refuses every push (a hook, a protected branch) needs its rule or your access "
-                "changed",
-            )
-        if "[rejected]" in text or "non-fast-forward" in text or "fetch first" in text:
-            return False  # the other side pushed first
-        raise RemoteUnreachable(
-            f"cannot push to {shown(self.url())}: "
-            f"{shown(text.strip().splitlines()[-1]) if text.strip() else ''}",
-            "check the URL, the network and your write access; the next round retries",
+    def _missing(self, branch: str) -> None:
+        """The remote has no `branch`: empty (the first push creates it) or holding others."""
+        check_missing_branch(
+            self.kb_dir,
+            REMOTE,
+            branch,
+            shown(self.url()),
+            self._rev(SYNCED_REF) is not None,
+            FETCH_TIMEOUT_S,
         )
 
     # -- a round ------------------------------------------------------------------------------
@@ -293,8 +219,12 @@ class Syncer:
             report = self._round()
         except MemoryAgentError as exc:
             record = self.record()
-            record["last_error"] = {"code": exc.code, "message": exc.message, "fix": exc.fix,
-                                    "at": self.clock()}  # fmt: skip
+            record["last_error"] = {
+                "code": exc.code,
+                "message": exc.message,
+                "fix": exc.fix,
+                "at": self.clock(),
+            }
             if isinstance(exc, UpstreamRewritten):
                 record["stopped"], record["stopped_fix"] = exc.message, exc.fix
             self._save(record)
@@ -306,10 +236,18 @@ class Syncer:
 
     def _round(self) -> dict[str, Any]:
         branch = self.branch()
-        report: dict[str, Any] = {"branch": branch, "pulled": 0, "pushed": 0, "replayed": 0,
-                                  "renamed": [], "forks": [], "variants": [], "joined": False}  # fmt: skip
+        report: dict[str, Any] = {
+            "branch": branch,
+            "pulled": 0,
+            "pushed": 0,
+            "replayed": 0,
+            "renamed": [],
+            "forks": [],
+            "variants": [],
+            "joined": False,
+        }
         for _ in range(ROUNDS):
-            self._fetch(branch)
+            fetch(self.kb_dir, branch, self.url(), lambda: self._missing(branch))
             check_quiet(self.kb_dir)  # not while a person rewrites the branch (a rebase...)
             upstream = self._rev(f"refs/remotes/{REMOTE}/{branch}")
             local = self._rev(f"refs/heads/{branch}")
@@ -344,7 +282,7 @@ class Syncer:
                 report["joined"] = True
                 report["pulled"] += self._count(local, upstream)
             else:
-                replayed = self._replay(local, upstream, report)
+                replayed = replay(self.repo, self._base(local, upstream), local, upstream, report)
                 head = self._move(branch, local, replayed, report, "replay")
                 if head is None:
                     continue
@@ -357,7 +295,7 @@ class Syncer:
             if upstream != head:
                 check_quiet(self.kb_dir)  # (a rebase started meanwhile)
                 check_secrets(self.kb_dir, upstream, head)
-                if not self._push(branch, head):
+                if not push(self.kb_dir, branch, head, self.url()):
                     continue  # the other side pushed first: fetch and go again
                 report["pushed"] += self._count(upstream, head)
             self.repo.git("update-ref", SYNCED_REF, head)
@@ -413,10 +351,14 @@ class Syncer:
         `progress` says how far it is (status shows it, `memory-agent sync` prints it)."""
         if self.pre_embed is None:
             return
-        listed = self.repo.git("diff", "--name-only", "--no-renames", "--diff-filter=AM", "-z",
-                               local, head, "--")  # fmt: skip
-        names = [n for n in listed.split("\0")
-                 if n.endswith(".md") and "/" in n and not n.startswith(f"{VARIANTS}/")]  # fmt: skip
+        listed = self.repo.git(
+            "diff", "--name-only", "--no-renames", "--diff-filter=AM", "-z", local, head, "--"
+        )
+        names = [
+            n
+            for n in listed.split("\0")
+            if n.endswith(".md") and "/" in n and not n.startswith(f"{VARIANTS}/")
+        ]
         if not names:
             return
         self.progress = {"phase": "embedding", "done": 0, "of": len(names)}
@@ -426,70 +368,6 @@ class Syncer:
                 texts = self.repo.blobs([(head, n) for n in batch])
                 self.pre_embed([(n, t) for n, t in zip(batch, texts, strict=True) if t])
                 self.progress = {**self.progress, "done": start + len(batch)}
-                if self.pause is not None:
-                    self.pause("pause-sync-embed")
+                self.faults.reach("pause-sync-embed")
         finally:
             self.progress = None
-
-    def _replay(self, local: str, upstream: str, report: dict[str, Any]) -> str:
-        """This machine's commits since the shared base, replayed on upstream in a temporary
-        worktree; the replayed head."""
-        base = self._base(local, upstream)
-        span = [local, "--not", base] if base else [local]
-        commits = self.repo.git("rev-list", "--reverse", "--topo-order", *span).split()
-        tmp = Path(tempfile.mkdtemp(prefix="memory-agent-replay-"))
-        tree = tmp / "kb"
-        self.repo.git("worktree", "add", "-q", "--detach", str(tree), upstream)
-        try:
-            work = KBRepo(tree)
-            merge = Merge(tree, machine_name())
-            for commit in commits:
-                parent = self.repo.git("rev-parse", "-q", "--verify", f"{commit}^",
-                                       check=False).strip() or None  # fmt: skip
-                listed = self.repo.git("diff-tree", "-r", "-z", "--root", "--no-commit-id",
-                                       "--name-status", "--no-renames", commit).split("\0")[:-1]  # fmt: skip
-                touched: list[str] = []
-                for status, name in merge.order(listed):  # (-z: names unquoted)
-                    before = self.repo.show(parent, name) if parent else None
-                    after = None if status == "D" else self.repo.show(commit, name)
-                    touched += merge.apply(name, before, after)
-                touched = sorted(set(touched))
-                if not touched:
-                    continue
-                work.git("add", "-A", "--", *touched)
-                if work.succeeds("diff", "--cached", "--quiet"):
-                    continue  # the same change is upstream already
-                message = self.repo.git("log", "-1", "--format=%B", commit).rstrip()
-                author = self.repo.git("log", "-1", "--format=%an%x00%ae%x00%aI", commit)
-                name, email, date = (author.strip().split("\0") + ["", "", ""])[:3]
-                self._commit_as(tree, message, name, email, date)
-                report["replayed"] += 1
-            report["renamed"] += merge.renamed_report()
-            report["forks"] += merge.forks
-            report["variants"] += merge.variants
-            return work.head() or upstream
-        finally:
-            self.repo.git("worktree", "remove", "--force", str(tree), check=False)
-            shutil.rmtree(tmp, ignore_errors=True)
-            self.repo.git("worktree", "prune", check=False)
-
-    @staticmethod
-    def _commit_as(tree: Path, message: str, name: str, email: str, date: str) -> None:
-        """Commit what is staged in `tree` as the replayed commit's author, at its date."""
-        import subprocess
-
-        env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-        env.update(GIT_AUTHOR_NAME=name or "memory-agent",
-                   GIT_AUTHOR_EMAIL=email or "memory-agent@localhost")  # fmt: skip
-        if date:
-            env["GIT_AUTHOR_DATE"] = date
-        committer = subprocess.run(["git", "-C", str(tree), "config", "--get", "user.name"],
-                                   capture_output=True, text=True)  # fmt: skip
-        if committer.returncode != 0:
-            env.setdefault("GIT_COMMITTER_NAME", "memory-agent")
-            env.setdefault("GIT_COMMITTER_EMAIL", "memory-agent@localhost")
-        proc = subprocess.run(["git", "-C", str(tree), "commit", "-q", "--no-verify", "-m",
-                               message], capture_output=True, text=True, env=env)  # fmt: skip
-        if proc.returncode != 0:
-            raise GitError(f"replaying a commit failed: {proc.stderr.strip()}",
-                           "run `memory-agent sync` again; the KB itself was not changed")  # fmt: skip

@@ -31,8 +31,11 @@ def check_missing_branch(
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=15")
     proc = subprocess.run(
         ["git", "-C", str(kb_dir), "ls-remote", "--symref", remote, "HEAD", "refs/heads/*"],
-        capture_output=True, text=True, env=env, timeout=timeout,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
     if proc.returncode != 0:
         raise GitError(
             f"the remote {shown_url} has no branch {branch}, and listing its branches failed",

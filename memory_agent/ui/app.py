@@ -245,7 +245,7 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
                         id=entry_id,
                         importance=_importance(form.get("importance", "")),
                         note=form.get("note") or None,
-                    )  # fmt: skip
+                    )
                 )
                 return RedirectResponse(f"/entry?{urllib.parse.urlencode({'id': entry_id})}", 303)
             if action == "add":
@@ -257,7 +257,7 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
                         type=form.get("type") or "note",
                         tags=[t.strip() for t in form.get("tags", "").split(",") if t.strip()],
                         kb=form.get("kb") or None,
-                    )  # fmt: skip
+                    )
                 )
             elif action == "supersede":
                 reply = await run(
@@ -267,7 +267,7 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
                         title=form.get("title", ""),
                         body=form.get("body", ""),
                         confirm=confirm,
-                    )  # fmt: skip
+                    )
                 )
             elif action == "archive":
                 reply = await run(
@@ -276,7 +276,7 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
                         id=entry_id,
                         reason=form.get("reason", ""),
                         confirm=confirm,
-                    )  # fmt: skip
+                    )
                 )
             else:
                 return PlainTextResponse("unknown action", status_code=404)
@@ -315,8 +315,13 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
             if request.path_params["action"] == "accept":
                 await run(data.tool, "memory_accept", id=form.get("id", ""))
             else:
-                await run(lambda: data.tool("memory_reject", id=form.get("id", ""),
-                                            reason=form.get("reason") or "rejected in the browser"))  # fmt: skip
+                await run(
+                    lambda: data.tool(
+                        "memory_reject",
+                        id=form.get("id", ""),
+                        reason=form.get("reason") or "rejected in the browser",
+                    )
+                )
         except Exception as exc:  # noqa: BLE001
             return failure(exc)
         return RedirectResponse("/inbox", status_code=303)

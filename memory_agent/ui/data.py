@@ -69,8 +69,15 @@ class UIData:
         for block in raw.split("\x1e")[1:]:
             head, _, rest = block.partition("\n")
             sha, author, when, subject = (head.split("\x1f") + ["", "", "", ""])[:4]
-            out.append({"commit": sha, "author": author, "when": when, "subject": subject,
-                        "rest": rest.strip("\n")})  # fmt: skip
+            out.append(
+                {
+                    "commit": sha,
+                    "author": author,
+                    "when": when,
+                    "subject": subject,
+                    "rest": rest.strip("\n"),
+                }
+            )
         return out
 
     def recent_writes(self, n: int = 12) -> list[dict[str, Any]]:

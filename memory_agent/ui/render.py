@@ -132,17 +132,32 @@ class Pages:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.env.globals.update(csrf=csrf, bar=bar, columns=columns, markdown=markdown,
-                                when=when, entry_url=entry_url, SIGNALS=SIGNALS, plain=plain)  # fmt: skip
+        self.env.globals.update(
+            csrf=csrf,
+            bar=bar,
+            columns=columns,
+            markdown=markdown,
+            when=when,
+            entry_url=entry_url,
+            SIGNALS=SIGNALS,
+            plain=plain,
+        )
         self.env.filters["urlencode_id"] = lambda v: urllib.parse.quote(str(v), safe="")
 
     def _render(self, template: str, **context: Any) -> str:
         return self.env.get_template(template).render(**context)
 
     def overview(self, status, counts, writes, activity, health, remote=()) -> str:
-        return self._render("overview.html", status=status, counts=counts, writes=writes,
-                            activity=activity, health=health, remote=remote,
-                            nav="overview")  # fmt: skip
+        return self._render(
+            "overview.html",
+            status=status,
+            counts=counts,
+            writes=writes,
+            activity=activity,
+            health=health,
+            remote=remote,
+            nav="overview",
+        )
 
     def search(self, q, reply, types, error=None) -> str:
         hits = (reply or {}).get("hits", [])
@@ -151,18 +166,41 @@ class Pages:
             [abs(v) for h in hits for v in (h.get("why", {}).get("signals") or {}).values()]
             + [0.05]
         )
-        return self._render("search.html", q=q, reply=reply, hits=hits, types=types,
-                            scale=scale, signal_scale=signal_scale, error=error,
-                            sources=q.getlist("source") or ["kb", "docs"],
-                            chosen_types=q.getlist("type"), nav="search")  # fmt: skip
+        return self._render(
+            "search.html",
+            q=q,
+            reply=reply,
+            hits=hits,
+            types=types,
+            scale=scale,
+            signal_scale=signal_scale,
+            error=error,
+            sources=q.getlist("source") or ["kb", "docs"],
+            chosen_types=q.getlist("type"),
+            nav="search",
+        )
 
     def entries(self, listing, filters, number, total_pages, types) -> str:
-        return self._render("entries.html", listing=listing, filters=filters, number=number,
-                            total_pages=total_pages, types=types, nav="entries")  # fmt: skip
+        return self._render(
+            "entries.html",
+            listing=listing,
+            filters=filters,
+            number=number,
+            total_pages=total_pages,
+            types=types,
+            nav="entries",
+        )
 
     def entry(self, got, context, history, commits, activity) -> str:
-        return self._render("entry.html", e=got, context=context, history=history,
-                            commits=commits, activity=activity, nav="entries")  # fmt: skip
+        return self._render(
+            "entry.html",
+            e=got,
+            context=context,
+            history=history,
+            commits=commits,
+            activity=activity,
+            nav="entries",
+        )
 
     def add(self, kbs, types) -> str:
         return self._render("add.html", kbs=kbs, types=types, nav="add")
@@ -171,8 +209,14 @@ class Pages:
         return self._render("write.html", action=action, form=form, reply=reply, nav="entries")
 
     def sessions(self, total, rows, number, total_pages) -> str:
-        return self._render("sessions.html", total=total, rows=rows, number=number,
-                            total_pages=total_pages, nav="episodes")  # fmt: skip
+        return self._render(
+            "sessions.html",
+            total=total,
+            rows=rows,
+            number=number,
+            total_pages=total_pages,
+            nav="episodes",
+        )
 
     def session(self, name, turns, state) -> str:
         lessons = [
@@ -180,12 +224,12 @@ class Pages:
             for k, v in (state.get("promoted") or {}).items()
             if any(e.startswith(f"episodes/{name}/") for e in v.get("episodes", []))
         ]
-        return self._render("session.html", name=name, turns=turns, lessons=lessons,
-                            nav="episodes")  # fmt: skip
+        return self._render("session.html", name=name, turns=turns, lessons=lessons, nav="episodes")
 
     def inbox(self, proposals, state) -> str:
-        return self._render("inbox.html", proposals=proposals,
-                            rejected=(state.get("rejected") or {}), nav="inbox")  # fmt: skip
+        return self._render(
+            "inbox.html", proposals=proposals, rejected=(state.get("rejected") or {}), nav="inbox"
+        )
 
     def error(self, info) -> str:
         return self._render("error.html", info=info, nav="")

@@ -77,8 +77,9 @@ def clean_links(
     if links in (None, {}):
         return None
     if place is not None and isinstance(links, dict):
-        links = {k: [_in_kb(place, t) for t in v] if isinstance(v, list) else v
-                 for k, v in links.items()}  # fmt: skip
+        links = {
+            k: [_in_kb(place, t) for t in v] if isinstance(v, list) else v for k, v in links.items()
+        }
     problems = check_links(links)
     if problems:
         raise Invalid(

@@ -19,7 +19,9 @@ Refused before anything is written:
   a commit made then would be lost when the user finishes.
 
 The checks on a request and its files are `memory_agent.write.checks`, the duplicate search
-`memory_agent.write.dedup`; the redo log and the request replies live in `memory_agent.write.intents`.
+`memory_agent.write.dedup`; a write's way from request to reply (a retried request, a killed
+write finished, intent, commit, refresh) is `memory_agent.write.transaction`, over the redo log
+and the request replies of `memory_agent.write.intents`.
 
 One gateway writes one KB (`place`: the personal one by default, or one added with
 `memory-agent kb add`, docs/adr/0017-team-kb.md): the same rules in every KB, each with its own
@@ -29,13 +31,12 @@ dedup search looks across every KB of the home.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
 from memory_agent import limits
 from memory_agent.clock import iso
-from memory_agent.errors import Conflict, Invalid, WriteFailed
+from memory_agent.errors import Conflict, Invalid
 from memory_agent.index.memory import Memory
 from memory_agent.kb.entries import content_key, entry_path, render_entry
 from memory_agent.kb.gitrepo import KBRepo
@@ -52,12 +53,9 @@ from memory_agent.write.checks import (
 from memory_agent.write.dedup import find_duplicate
 from memory_agent.write.import_plan import plan_import
 from memory_agent.write.imports import clean_sections
-from memory_agent.write.intents import Intent, RedoLog, RequestLog, fingerprint
+from memory_agent.write.transaction import Transactions
 
 __all__ = ["Gateway"]
-
-log = logging.getLogger("memory_agent.gateway")
-PREVIEW_KEEP_S = 3600.0  # a confirm this soon after its preview writes the preview's times
 
 
 class Gateway:
@@ -65,109 +63,16 @@ class Gateway:
         self.memory = memory
         self.place = place if place is not None else memory.kbs.personal()
         self.kb_dir = self.place.dir
-        run_dir = memory.run_dir if self.place.personal else self.place.run_dir
-        assert run_dir is not None
-        self.redo = RedoLog(run_dir / "pending", self.kb_dir, memory.cfg.fault)
-        self.requests = RequestLog(
-            memory.run_dir / "requests", memory.clock, float(memory.cfg.request_ttl)
-        )
-        self._branch_seen = False
-        self._previewed: dict[str, float] = {}  # a preview's time, by the call's fingerprint
+        self.writes = Transactions(memory, self.place)
+        self.redo = self.writes.redo
 
-    def _when(self, tool: str, args: dict[str, Any], confirm: bool) -> float:
-        """The time a supersede or archive writes: a preview's time is kept, and a confirm
-        of the same call (same arguments, within PREVIEW_KEEP_S, same daemon) writes exactly
-        the timestamps that preview showed. Otherwise now."""
-        key, now = fingerprint(tool, args), self.memory.clock()
-        if not confirm:
-            self._previewed.pop(key, None)
-            self._previewed[key] = now
-            while len(self._previewed) > 100:
-                self._previewed.pop(next(iter(self._previewed)))
-            return now
-        shown = self._previewed.pop(key, None)
-        return shown if shown is not None and 0 <= now - shown <= PREVIEW_KEEP_S else now
-
-    # -- plumbing -------------------------------------------------------------------------
     @property
     def repo(self) -> KBRepo:
         return KBRepo(self.kb_dir)
 
-    def _begin(self, request_id: str | None, tool: str, args: dict[str, Any]):
-        """Start a write: replay a known request, finish what a killed process left (which
-        may be this very request), and scan for outside changes. Returns (replay, print)."""
-        if request_id is not None:
-            limits.check_text(
-                "request_id", request_id, limits.MAX_REQUEST_ID, required=True, one_line=True
-            )
-        print_ = fingerprint(tool, args)
-        replay = self.requests.replay(request_id, tool, print_)
-        if replay is None:
-            self.repo.check_writable()  # not on a detached HEAD, another branch, mid-rebase
-            self.recover()
-            replay = self.requests.replay(request_id, tool, print_)
-        if replay is None:
-            self.memory.refresh(force=True)
-        return replay, {"request_id": request_id, "tool": tool, "fingerprint": print_}
-
-    def _apply(
-        self, files: dict[Path, str], message: str, request: dict[str, Any], reply: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Intent, atomic writes, one commit of exactly these files, refresh, reply."""
-        for path in files:
-            check_target(self.kb_dir, path)
-        intent = self.redo.begin(files, message, request, reply)
-        commit = self.redo.apply(intent)
-        return self._finish(intent, commit)
-
-    def _finish(self, intent: Intent, commit: str) -> dict[str, Any]:
-        reply = dict(intent.reply, commit=commit)
-        try:
-            self.memory.refresh(force=True)
-        except Exception as exc:
-            from memory_agent.errors import describe
-
-            info = describe(exc)
-            if info.code == "internal":  # its message names the daemon log: put it there
-                log.error("the index refresh after commit %s failed", commit, exc_info=exc)
-            reply["generation"] = None
-            self._remember(intent.request, reply)
-            self.redo.done(intent)
-            raise WriteFailed(
-                f"the write is finished (commit {commit[:12]}), but the index could not be "
-                f"refreshed: {info.message}",
-                info.fix or "run `memory-agent rebuild`; searches find the entry after that",
-                outcome="finished",
-            ) from exc
-        reply["generation"] = self.memory.index.generation
-        self._remember(intent.request, reply)
-        self.redo.done(intent)
-        return reply
-
-    def _remember(self, request: dict[str, Any], reply: dict[str, Any]) -> None:
-        self.requests.remember(
-            request.get("request_id"), request.get("tool", ""), request.get("fingerprint", ""),
-            reply,
-        )  # fmt: skip
-
     def recover(self) -> list[dict[str, Any]]:
-        """Finish every write a killed process left half done. Call with the home lock held.
-        (The daemon calls it at start: a home made before the branch record gets it then.)"""
-        done = []
-        pending = self.redo.pending()
-        if not self._branch_seen:
-            self.repo.record_branch()
-            self._branch_seen = True
-        if pending:
-            self.repo.check_writable()
-        for path in pending:
-            intent = self.redo.load(path)
-            if intent is None:  # the intent itself was torn: nothing was written after it
-                path.unlink(missing_ok=True)
-                continue
-            commit = self.redo.redo(intent)
-            done.append(self._finish(intent, commit))
-        return done
+        """Finish every write a killed process left half done (`Transactions.recover`)."""
+        return self.writes.recover()
 
     def _seen(
         self, name: str, new_map: str | None, scope: str | None, project: str | None
@@ -214,7 +119,7 @@ class Gateway:
                 args["scope"] = name
             if not self.place.personal:  # one request id is one call: in one KB
                 args["kb"] = self.place.name
-            replay, request = self._begin(request_id, "memory_add", args)
+            replay, request = self.writes.begin(request_id, "memory_add", args)
             if replay is not None:
                 return replay
             extra = {k: v for k, v in (("source", source), ("episodes", episodes)) if v}
@@ -224,9 +129,13 @@ class Gateway:
                 extra["scope"] = name
             entry = new_entry(self.memory, title, body, type, tags, kb_dir=self.kb_dir, **extra)
             duplicate = find_duplicate(
-                self.memory, entry.title, entry.body, set(), name,
+                self.memory,
+                entry.title,
+                entry.body,
+                set(),
+                name,
                 scopes=self._seen(name, new_map, scope, project),
-            )  # fmt: skip
+            )
             message = f"memory: add {entry.id}"
             if duplicate is not None:
                 if not (force and duplicate["match"] == "near"):
@@ -236,15 +145,20 @@ class Gateway:
                             "read it with memory_get; supersede it if yours is better, or "
                             "pass force=true if yours is a different thing"
                         )
-                    self._remember(request, reply)
+                    self.writes.remember(request, reply)
                     return reply
                 message += (
                     f"\n\nForced past the near-duplicate {duplicate['duplicate_of']} "
                     f"(similarity {duplicate['score']})."
                 )
             path = entry_path(self.kb_dir, entry.type, entry.id)
-            reply: dict[str, Any] = {"status": "created", "id": self.place.qualify(entry.id),
-                                     "path": str(path), "scope": name, "kb": self.place.name}  # fmt: skip
+            reply: dict[str, Any] = {
+                "status": "created",
+                "id": self.place.qualify(entry.id),
+                "path": str(path),
+                "scope": name,
+                "kb": self.place.name,
+            }
             if force and duplicate is not None:
                 reply["forced_past"] = duplicate["duplicate_of"]
             files = {path: render_entry(entry)}
@@ -252,7 +166,7 @@ class Gateway:
                 files[self.kb_dir / MAP_FILE] = new_map
                 check_committed(self.repo, self.kb_dir / MAP_FILE)
                 message += f"\n\nNew scope {name} (kb/{MAP_FILE})."
-            return self._apply(files, message, request, reply)
+            return self.writes.apply(files, message, request, reply)
 
     def supersede(
         self,
@@ -275,14 +189,20 @@ class Gateway:
         `add`. `source` and `episodes`: as in `add` (the gate's; not exposed by the tools)."""
         with self.memory.session():
             new_tags = clean_tags(tags) if tags is not None else None
-            args = {"old_id": old_id, "title": title, "body": body, "type": type,
-                    "tags": new_tags, "force": force}  # fmt: skip
+            args = {
+                "old_id": old_id,
+                "title": title,
+                "body": body,
+                "type": type,
+                "tags": new_tags,
+                "force": force,
+            }
             if links is not None:
                 args["links"] = links
             if scope is not None:
                 args["scope"] = scope
             if confirm:
-                replay, request = self._begin(request_id, "memory_supersede", args)
+                replay, request = self.writes.begin(request_id, "memory_supersede", args)
                 if replay is not None:
                     return replay
             else:
@@ -291,8 +211,10 @@ class Gateway:
             old_path, old = load_writable(self.memory, old_id)
             if old.status == "superseded":
                 later = old.extra.get("superseded_by")
-                later = ", ".join(self.place.qualify(str(x)) for x in
-                                  (later if isinstance(later, list) else [later]))  # fmt: skip
+                later = ", ".join(
+                    self.place.qualify(str(x))
+                    for x in (later if isinstance(later, list) else [later])
+                )
                 raise Conflict(
                     f"{old_id} is already superseded by {later}", f"supersede {later} instead"
                 )
@@ -328,13 +250,18 @@ class Gateway:
                 new_links = {k: [t for t in v if t != old.id] for k, v in new_links.items()}
                 new_links = {k: v for k, v in new_links.items() if v} or None
             new = new_entry(
-                self.memory, title, body, new_type, new_tags,
-                self._when("memory_supersede", args, confirm), kb_dir=self.kb_dir,
+                self.memory,
+                title,
+                body,
+                new_type,
+                new_tags,
+                self.writes.when("memory_supersede", args, confirm),
+                kb_dir=self.kb_dir,
                 supersedes=[old.id],
                 **({"links": new_links} if new_links else {}),
                 **({"scope": name} if name != "global" else {}),
                 **{k: v for k, v in (("source", source), ("episodes", episodes)) if v},
-            )  # fmt: skip
+            )
             old.status = "superseded"
             old.extra.update(superseded_by=new.id, superseded_at=new.created)
             new_path = entry_path(self.kb_dir, new.type, new.id)
@@ -354,9 +281,13 @@ class Gateway:
                     "next": "call again with confirm=true to write both files in one commit",
                 }
             duplicate = find_duplicate(
-                self.memory, new.title, new.body, {self.place.qualify(old.id)}, name,
+                self.memory,
+                new.title,
+                new.body,
+                {self.place.qualify(old.id)},
+                name,
                 scopes=self._seen(name, new_map, scope, project),
-            )  # fmt: skip
+            )
             message = f"memory: supersede {old.id} with {new.id}"
             if duplicate is not None:
                 if not (force and duplicate["match"] == "near"):
@@ -366,16 +297,21 @@ class Gateway:
                         "old_id": self.place.qualify(old.id),
                         **duplicate,
                     }
-                    self._remember(request, reply)
+                    self.writes.remember(request, reply)
                     return reply
                 message += (
                     f"\n\nForced past the near-duplicate {duplicate['duplicate_of']} "
                     f"(similarity {duplicate['score']})."
                 )
-            reply = {"status": "superseded", "id": self.place.qualify(new.id),
-                     "old_id": self.place.qualify(old.id), "path": str(new_path), "scope": name,
-                     "kb": self.place.name}  # fmt: skip
-            return self._apply(files, message, request, reply)
+            reply = {
+                "status": "superseded",
+                "id": self.place.qualify(new.id),
+                "old_id": self.place.qualify(old.id),
+                "path": str(new_path),
+                "scope": name,
+                "kb": self.place.name,
+            }
+            return self.writes.apply(files, message, request, reply)
 
     def archive(
         self, entry_id: str, reason: str, confirm: bool = False, request_id: str | None = None
@@ -387,7 +323,7 @@ class Gateway:
             reason = " ".join(reason.split())
             limits.check_text("reason", reason, limits.MAX_REASON, one_line=True)
             if confirm:
-                replay, request = self._begin(
+                replay, request = self.writes.begin(
                     request_id, "memory_archive", {"id": entry_id, "reason": reason}
                 )
                 if replay is not None:
@@ -409,7 +345,7 @@ class Gateway:
                     f"archive {entry.extra.get('superseded_by')} if it is wrong",
                 )
             entry.status = "archived"
-            when = self._when("memory_archive", {"id": entry_id, "reason": reason}, confirm)
+            when = self.writes.when("memory_archive", {"id": entry_id, "reason": reason}, confirm)
             entry.extra.update(archived_at=iso(when), archive_reason=reason)
             text = render_entry(entry)
             check_target(self.kb_dir, path)
@@ -421,9 +357,13 @@ class Gateway:
                     "preview": {str(path): text},
                     "next": "call again with confirm=true to archive it (the file stays)",
                 }
-            reply = {"status": "archived", "id": self.place.qualify(entry.id), "path": str(path),
-                     "kb": self.place.name}  # fmt: skip
-            return self._apply({path: text}, f"memory: archive {entry.id}", request, reply)
+            reply = {
+                "status": "archived",
+                "id": self.place.qualify(entry.id),
+                "path": str(path),
+                "kb": self.place.name,
+            }
+            return self.writes.apply({path: text}, f"memory: archive {entry.id}", request, reply)
 
     def archive_many(self, ids: list[str], reason: str, confirm: bool = False) -> dict[str, Any]:
         """Archive several entries in ONE commit (used by gc). Preview unless `confirm`.
@@ -448,7 +388,7 @@ class Gateway:
         self.repo.check_writable()
         self.recover()
         reply = {"status": "archived", "ids": [p.stem for p in files]}
-        return self._apply(files, f"memory: gc archives {len(files)} idle entries", {}, reply)
+        return self.writes.apply(files, f"memory: gc archives {len(files)} idle entries", {}, reply)
 
     def import_entries(
         self,
@@ -468,9 +408,13 @@ class Gateway:
             items = clean_sections(sections)
             limits.check_text("label", label, 500, required=True, one_line=True)
             if confirm:
-                args = {"label": label, "scope": scope, "project": project,
-                        "sections": [s.as_json() for s in items]}  # fmt: skip
-                _, request = self._begin(None, "memory_import", args)
+                args = {
+                    "label": label,
+                    "scope": scope,
+                    "project": project,
+                    "sections": [s.as_json() for s in items],
+                }
+                _, request = self.writes.begin(None, "memory_import", args)
             else:
                 request = {}
                 self.memory.refresh(force=True)
@@ -481,4 +425,6 @@ class Gateway:
                 return reply
             if not plan.files:
                 return {**plan.reply("unchanged"), "commit": None}
-            return self._apply(plan.files, plan.message(label), request, plan.reply("imported"))
+            return self.writes.apply(
+                plan.files, plan.message(label), request, plan.reply("imported")
+            )

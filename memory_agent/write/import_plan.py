@@ -59,8 +59,12 @@ class Action:
     reason: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"action": self.kind, "title": self.section.title,
-                               "type": self.section.type, "origin": self.section.origin}  # fmt: skip
+        out: dict[str, Any] = {
+            "action": self.kind,
+            "title": self.section.title,
+            "type": self.section.type,
+            "origin": self.section.origin,
+        }
         if self.entry is not None:
             out["id"] = self.entry.id
             out["scope"] = self.entry.scope
@@ -163,21 +167,40 @@ def plan_import(
             continue  # superseded or archived since: the same text is not brought back
         where = old.scope if old is not None and scope is None else name
         if key in batch_keys:
-            plan.actions.append(Action("duplicate", section, duplicate={
-                "duplicate_of": batch_keys[key], "match": "exact", "score": 1.0,
-                "within": "this import"}))  # fmt: skip
+            plan.actions.append(
+                Action(
+                    "duplicate",
+                    section,
+                    duplicate={
+                        "duplicate_of": batch_keys[key],
+                        "match": "exact",
+                        "score": 1.0,
+                        "within": "this import",
+                    },
+                )
+            )
             continue
-        duplicate = find_duplicate(memory, section.title, section.body,
-                                   {old_id} if old_id else set(), where)  # fmt: skip
+        duplicate = find_duplicate(
+            memory, section.title, section.body, {old_id} if old_id else set(), where
+        )
         if duplicate is not None:
             plan.actions.append(Action("duplicate", section, duplicate=duplicate))
             continue
         vector = _vector(memory, section)
         near = max(((float(vector @ v), i) for i, v in vectors), default=None)
         if near is not None and near[0] >= threshold:
-            plan.actions.append(Action("duplicate", section, duplicate={
-                "duplicate_of": near[1], "match": "near", "score": round(near[0], 4),
-                "within": "this import"}))  # fmt: skip
+            plan.actions.append(
+                Action(
+                    "duplicate",
+                    section,
+                    duplicate={
+                        "duplicate_of": near[1],
+                        "match": "near",
+                        "score": round(near[0], 4),
+                        "within": "this import",
+                    },
+                )
+            )
             continue
         extra: dict[str, Any] = {"source": section.origin}
         if where != "global":
@@ -185,8 +208,9 @@ def plan_import(
         if old is not None:
             extra["supersedes"] = [old.id]
         try:
-            entry = new_entry(memory, section.title, section.body, section.type,
-                              section.tags, **extra)  # fmt: skip
+            entry = new_entry(
+                memory, section.title, section.body, section.type, section.tags, **extra
+            )
         except Invalid as exc:
             plan.actions.append(Action("skipped", section, reason=exc.message))
             continue

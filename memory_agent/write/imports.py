@@ -82,15 +82,39 @@ _H2 = re.compile(r"^ {0,3}##[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _H1 = re.compile(r"^ {0,3}#[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 TYPE_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("pitfall", ("pitfalls", "pitfall", "gotchas", "gotcha", "caveats", "caveat",
-                 "known issues", "common mistakes", "footguns", "footgun")),
-    ("guideline", ("conventions", "convention", "guidelines", "guideline", "code style",
-                   "style guide", "coding standards", "best practices", "rules")),
+    (
+        "pitfall",
+        (
+            "pitfalls",
+            "pitfall",
+            "gotchas",
+            "gotcha",
+            "caveats",
+            "caveat",
+            "known issues",
+            "common mistakes",
+            "footguns",
+            "footgun",
+        ),
+    ),
+    (
+        "guideline",
+        (
+            "conventions",
+            "convention",
+            "guidelines",
+            "guideline",
+            "code style",
+            "style guide",
+            "coding standards",
+            "best practices",
+            "rules",
+        ),
+    ),
     ("decision", ("decisions", "decision", "architecture decisions", "adr", "adrs")),
     ("preference", ("preferences", "preference")),
-    ("process", ("workflow", "workflows", "procedure", "procedures", "runbook",
-                 "release process")),
-)  # fmt: skip
+    ("process", ("workflow", "workflows", "procedure", "procedures", "runbook", "release process")),
+)
 AUTO_MEMORY = (".claude", "projects", "memory")  # .claude/projects/<project>/memory
 DECLARED_TYPES = {"feedback": "guideline"}  # Claude Code's auto-memory `type:` values
 
@@ -153,8 +177,13 @@ def _files(path: Path, skipped: list[dict[str, str]]) -> list[Path]:
                 continue
             file = Path(folder) / name
             if name == "MEMORY.md" and _auto_memory(Path(folder)):
-                skipped.append({"file": str(file), "reason": "Claude Code's index of the memory "
-                                "files (they are imported themselves)"})  # fmt: skip
+                skipped.append(
+                    {
+                        "file": str(file),
+                        "reason": "Claude Code's index of the memory "
+                        "files (they are imported themselves)",
+                    }
+                )
                 continue
             found.append(file)
     return found
@@ -177,9 +206,11 @@ def _place(file: Path, known: dict[str, tuple[str | None, str | None]]) -> str:
             try:
                 out = subprocess.run(
                     ["git", "-C", folder, "rev-parse", "--show-toplevel"],
-                    capture_output=True, text=True, timeout=5,
+                    capture_output=True,
+                    text=True,
+                    timeout=5,
                     env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
-                )  # fmt: skip
+                )
                 top = out.stdout.strip() if out.returncode == 0 else None
             except (OSError, subprocess.SubprocessError):
                 top = None
@@ -337,8 +368,7 @@ def clean_sections(items: Any) -> list[Section]:
         if not isinstance(item, dict):
             raise Invalid(f"sections[{n}]: must be an object", "send what `read_sources` returns")
         origin, title, body = item.get("origin"), item.get("title"), item.get("body")
-        limits.check_text(f"sections[{n}].origin", origin, MAX_ORIGIN, required=True,
-                          one_line=True)  # fmt: skip
+        limits.check_text(f"sections[{n}].origin", origin, MAX_ORIGIN, required=True, one_line=True)
         if not str(origin).startswith(ORIGIN_PREFIX):
             raise Invalid(f"sections[{n}].origin: must start with {ORIGIN_PREFIX}")
         for key, value in (("title", title), ("body", body)):

@@ -33,7 +33,6 @@ import errno
 import hashlib
 import json
 import os
-import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_agent.errors import Conflict, GitError, MemoryAgentError, WriteFailed
+from memory_agent.faults import NONE, Faults
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.procs import pid_alive
 from ragcore import atomic_write, temp_files
@@ -49,22 +49,6 @@ from ragcore import atomic_write, temp_files
 __all__ = ["Intent", "RedoLog", "RequestLog", "fingerprint"]
 
 PRUNE_EVERY_S = 60.0
-
-
-def _fault(fault: str, point: str) -> None:
-    """The `fault` setting (a test hook): "after-write" or "after-commit" kills the process."""
-    if fault == point:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _pauser(fault: str, run_dir: Path) -> Callable[[str], None] | None:
-    """The `fault` setting's pause points inside git (a test hook): "pause-commit" holds a
-    commit after its paths are staged, before HEAD moves, until <run>/fault-continue exists."""
-    if not fault.startswith("pause-"):
-        return None
-    from memory_agent.files import pause_point
-
-    return lambda point: pause_point(fault, point, run_dir)
 
 
 def fingerprint(tool: str, arguments: dict[str, Any]) -> str:
@@ -189,10 +173,10 @@ def _fix(exc: BaseException, kb_dir: Path) -> str:
 
 
 class RedoLog:
-    def __init__(self, folder: Path, kb_dir: Path, fault: str = ""):
+    def __init__(self, folder: Path, kb_dir: Path, faults: Faults = NONE):
         self.folder = folder
         self.kb_dir = kb_dir
-        self.fault = fault  # the `fault` setting, passed in
+        self.faults = faults  # the test seam (memory_agent.faults)
 
     def pending(self) -> list[Path]:
         return sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []
@@ -227,13 +211,13 @@ class RedoLog:
     def apply(self, intent: Intent) -> str:
         """Write the files and commit them; the commit hash. On failure roll back and raise
         `WriteFailed` ("rolled back")."""
-        repo = KBRepo(self.kb_dir, pause=_pauser(self.fault, self.folder.parent))
+        repo = KBRepo(self.kb_dir, faults=self.faults)
         written: list[str] = []
         try:
             for rel, text in intent.files.items():
                 written.append(rel)
                 atomic_write(self.kb_dir / rel, text, mode=0o600)
-            _fault(self.fault, "after-write")
+            self.faults.reach("after-write")
             commit = repo.commit_paths([self.kb_dir / r for r in intent.files], intent.message)
         except (OSError, GitError) as exc:
             problems = self.rollback(intent, written, repo)
@@ -252,7 +236,7 @@ class RedoLog:
         except BaseException:
             self.rollback(intent, written, repo)
             raise
-        _fault(self.fault, "after-commit")
+        self.faults.reach("after-commit")
         return commit
 
     def rollback(self, intent: Intent, written: list[str], repo: KBRepo) -> list[str]:

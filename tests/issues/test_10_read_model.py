@@ -157,8 +157,9 @@ def test_filtered_search_returns_exactly_what_the_filter_allows(tmp_path, server
     index.build(docs)
     snap = index.snapshot()
     for flt in FILTERS:
-        expected = {d.id for d in docs if flt.matches({**d.meta, "doc_id": d.id,
-                                                         "source": d.source})}  # fmt: skip
+        expected = {
+            d.id for d in docs if flt.matches({**d.meta, "doc_id": d.id, "source": d.source})
+        }
         query = index.embedder.embed_query("alpha omega").dense
         dense = {snap.doc_of(c) for c, _ in snap.channels(flt).dense(query, 500)}
         assert dense == expected, flt
@@ -173,15 +174,22 @@ def test_the_server_path_pushes_the_filter_down(tmp_path):
     built = qdrant_filter(flt)
     conditions = {c.key: c.match.any for c in built.must}
     assert conditions == {
-        "status": ["active"], "type": ["fact"], "tags": ["ci", "db"], "source": ["kb"]
-    }  # fmt: skip
+        "status": ["active"],
+        "type": ["fact"],
+        "tags": ["ci", "db"],
+        "source": ["kb"],
+    }
     assert qdrant_filter(Filter()) is None
     store = QdrantStore(location=":memory:", collection="t")
     store.create(4)
-    store.upsert([("a#0", np.ones(4), {"doc_id": "a", "status": "active", "tags": ["ci"]}),
-                  ("b#0", np.ones(4), {"doc_id": "b", "status": "archived", "tags": ["db"]}),
-                  ("c#0", np.ones(4), {"doc_id": "c", "status": "active", "scope": "alpha"}),
-                  ("d#0", np.ones(4), {"doc_id": "d", "status": "active", "scope": "beta"})])  # fmt: skip
+    store.upsert(
+        [
+            ("a#0", np.ones(4), {"doc_id": "a", "status": "active", "tags": ["ci"]}),
+            ("b#0", np.ones(4), {"doc_id": "b", "status": "archived", "tags": ["db"]}),
+            ("c#0", np.ones(4), {"doc_id": "c", "status": "active", "scope": "alpha"}),
+            ("d#0", np.ones(4), {"doc_id": "d", "status": "active", "scope": "beta"}),
+        ]
+    )
     hits = store.search(np.ones(4), 10, Filter(statuses=("active",), tags=("ci", "ui")))
     assert [c for c, _ in hits] == ["a#0"]
     # a point written before scopes has none: it is global
@@ -201,10 +209,15 @@ def test_updates_deletes_and_a_vacuum_give_the_same_answers_as_a_fresh_build(tmp
     current = {d.id: d for d in docs}
     for _ in range(3):  # rewrite most documents three times: the slots are vacuumed
         changed = [
-            Document(d.id, d.title, d.body + " " + rng.choice(["omega", "sigma", "zeta"]), d.meta,
-                     d.source)
+            Document(
+                d.id,
+                d.title,
+                d.body + " " + rng.choice(["omega", "sigma", "zeta"]),
+                d.meta,
+                d.source,
+            )
             for d in rng.sample(list(current.values()), 600)
-        ]  # fmt: skip
+        ]
         gone = rng.sample(sorted(current), 20)
         churned.apply([c for c in changed if c.id not in gone], gone)
         current.update({c.id: c for c in changed})

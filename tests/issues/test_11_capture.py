@@ -84,16 +84,46 @@ def test_every_claude_code_event_through_the_real_hook_command(home, shared_cach
     )
     assert "[cron-schedule-is-utc]" in first and "verify against the current repository" in first
     long_output = "line of build output\n" * 400  # ~8,400 characters
-    hook(home, shared_cache, "tool-failure", base(a, "PostToolUseFailure", tool_name="Bash",
-         tool_input={"command": "kubectl get cronjob reconcile-daily -o yaml"},
-         tool_use_id="toolu_01", error=f"Exit code 1\nerror: You must be logged in (token {SECRET})",
-         is_interrupt=False, duration_ms=4187))  # fmt: skip
-    hook(home, shared_cache, "tool", base(a, "PostToolUse", tool_name="Bash",
-         tool_input={"command": "kubectl get cronjob reconcile-daily -o yaml"},
-         tool_response={"stdout": long_output, "stderr": "", "interrupted": False},
-         tool_use_id="toolu_02", duration_ms=12))  # fmt: skip
-    stop = hook(home, shared_cache, "stop", base(a, "Stop", stop_hook_active=False,
-                last_assistant_message="The CronJob had no timeZone; set Asia/Shanghai."))  # fmt: skip
+    hook(
+        home,
+        shared_cache,
+        "tool-failure",
+        base(
+            a,
+            "PostToolUseFailure",
+            tool_name="Bash",
+            tool_input={"command": "kubectl get cronjob reconcile-daily -o yaml"},
+            tool_use_id="toolu_01",
+            error=f"Exit code 1\nerror: You must be logged in (token {SECRET})",
+            is_interrupt=False,
+            duration_ms=4187,
+        ),
+    )
+    hook(
+        home,
+        shared_cache,
+        "tool",
+        base(
+            a,
+            "PostToolUse",
+            tool_name="Bash",
+            tool_input={"command": "kubectl get cronjob reconcile-daily -o yaml"},
+            tool_response={"stdout": long_output, "stderr": "", "interrupted": False},
+            tool_use_id="toolu_02",
+            duration_ms=12,
+        ),
+    )
+    stop = hook(
+        home,
+        shared_cache,
+        "stop",
+        base(
+            a,
+            "Stop",
+            stop_hook_active=False,
+            last_assistant_message="The CronJob had no timeZone; set Asia/Shanghai.",
+        ),
+    )
     assert stop == ""
     assert hook(home, shared_cache, "session-end", base(a, "SessionEnd", reason="other")) == ""
     # the journal: one line per event, redacted, tool output cut to 2,000 characters
@@ -105,19 +135,36 @@ def test_every_claude_code_event_through_the_real_hook_command(home, shared_cach
     assert len(records[3]["output"]["stdout"]) < 2_100 and "characters cut" in raw
     assert oct(paths[-1].stat().st_mode & 0o777) == "0o600"
     # another session is reminded of session a's episode; session a is never shown its own
-    echo = context_of(hook(home, shared_cache, "prompt", base(a, "UserPromptSubmit",
-                      prompt="why did the reconcile cronjob run at the wrong time")))  # fmt: skip
+    echo = context_of(
+        hook(
+            home,
+            shared_cache,
+            "prompt",
+            base(
+                a, "UserPromptSubmit", prompt="why did the reconcile cronjob run at the wrong time"
+            ),
+        )
+    )
     assert f"episodes/{a}/" not in echo
-    other = context_of(hook(home, shared_cache, "prompt", base(b, "UserPromptSubmit",
-                       prompt="why did the reconcile cronjob run at the wrong time")))  # fmt: skip
+    other = context_of(
+        hook(
+            home,
+            shared_cache,
+            "prompt",
+            base(
+                b, "UserPromptSubmit", prompt="why did the reconcile cronjob run at the wrong time"
+            ),
+        )
+    )
     assert f"[episodes/{a}/1]" in other
     assert all(len(line) < 900 for line in other.splitlines())  # snippets of at most 640 chars
     for trivial in ("ok", "thanks!", "continue", "/clear"):
         assert hook(home, shared_cache, "prompt", base(b, "UserPromptSubmit", prompt=trivial)) == ""
     # the episode is a read-only source: searchable on request, readable, never writable
     client = DaemonClient(home)
-    found = client.call_tool("memory_search", {"query": "reconcile cronjob timeZone",
-                                                "include_episodes": True})  # fmt: skip
+    found = client.call_tool(
+        "memory_search", {"query": "reconcile cronjob timeZone", "include_episodes": True}
+    )
     assert any(h["id"] == f"episodes/{a}/1" and not h["writable"] for h in found["hits"])
     got = client.call_tool("memory_get", {"id": f"episodes/{a}/1"})
     assert (
@@ -131,8 +178,11 @@ def test_every_claude_code_event_through_the_real_hook_command(home, shared_cach
             "memory_archive", {"id": f"episodes/{a}/1", "reason": "x", "confirm": True}
         )
     # every injection is a usage event
-    events = [json.loads(line) for p in (home / "events").glob("*.jsonl")
-              for line in p.read_text().splitlines()]  # fmt: skip
+    events = [
+        json.loads(line)
+        for p in (home / "events").glob("*.jsonl")
+        for line in p.read_text().splitlines()
+    ]
     injects = [e for e in events if e["kind"] == "inject"]
     assert injects and any("cron-schedule-is-utc" in e["ids"] for e in injects)
 
@@ -147,8 +197,11 @@ def test_a_hook_never_breaks_the_agent(tmp_path, shared_cache):
     proc = subprocess.run(
         [sys.executable, "-m", "memory_agent", "hook", "prompt", "--home", str(nowhere)],
         input=json.dumps(base("s", "UserPromptSubmit", prompt="hi there")),
-        capture_output=True, text=True, env=env_for(nowhere, shared_cache), timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env_for(nowhere, shared_cache),
+        timeout=60,
+    )
     assert (proc.returncode, proc.stdout) == (0, "")
     home = tmp_path / "home"
     Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
@@ -164,14 +217,27 @@ def test_a_hook_never_breaks_the_agent(tmp_path, shared_cache):
         assert out == "" and time.monotonic() - started < 20
         assert "nothing injected" in (home / "run" / "hooks.log").read_text()
         assert "why is the build slow" in (home / "journal" / "s.jsonl").read_text()  # captured
-        out = hook(home, shared_cache, "prompt", base("s", "UserPromptSubmit", prompt="x y z"),
-                   MEMORY_AGENT_HOOK_BUDGET_MS="1")  # fmt: skip
+        out = hook(
+            home,
+            shared_cache,
+            "prompt",
+            base("s", "UserPromptSubmit", prompt="x y z"),
+            MEMORY_AGENT_HOOK_BUDGET_MS="1",
+        )
         assert out == ""
         assert hook(home, shared_cache, "prompt", "not even an object") == ""
         log = (home / "run" / "hooks.log").read_text()
         assert "budget" in log or "not a JSON object" in log
-        assert hook(home, shared_cache, "prompt", base("s", "UserPromptSubmit", prompt="y"),
-                    MEMORY_AGENT_CAPTURE="off") == ""  # fmt: skip
+        assert (
+            hook(
+                home,
+                shared_cache,
+                "prompt",
+                base("s", "UserPromptSubmit", prompt="y"),
+                MEMORY_AGENT_CAPTURE="off",
+            )
+            == ""
+        )
         prompts = [
             json.loads(x)["prompt"] for x in (home / "journal" / "s.jsonl").read_text().splitlines()
         ]
@@ -184,13 +250,42 @@ def test_a_hook_never_breaks_the_agent(tmp_path, shared_cache):
 # -- the gate ------------------------------------------------------------------------------------
 def failure_then_fix(home, cache, session, n):
     hook(home, cache, "prompt", base(session, "UserPromptSubmit", prompt=f"run the tests ({n})"))
-    hook(home, cache, "tool-failure", base(session, "PostToolUseFailure", tool_name="Bash",
-         tool_input={"command": "pytest -x tests/test_api.py"},
-         error=f"Exit code 1\nModuleNotFoundError: No module named 'respx' (/w/{session}/conftest.py:{n})"))  # fmt: skip
-    hook(home, cache, "tool", base(session, "PostToolUse", tool_name="Edit",
-         tool_input={"file_path": f"/w/{session}/pyproject.toml"}, tool_response={"success": True}))  # fmt: skip
-    hook(home, cache, "tool", base(session, "PostToolUse", tool_name="Bash",
-         tool_input={"command": "pytest -x tests/test_api.py"}, tool_response={"stdout": "3 passed"}))  # fmt: skip
+    hook(
+        home,
+        cache,
+        "tool-failure",
+        base(
+            session,
+            "PostToolUseFailure",
+            tool_name="Bash",
+            tool_input={"command": "pytest -x tests/test_api.py"},
+            error=f"Exit code 1\nModuleNotFoundError: No module named 'respx' (/w/{session}/conftest.py:{n})",
+        ),
+    )
+    hook(
+        home,
+        cache,
+        "tool",
+        base(
+            session,
+            "PostToolUse",
+            tool_name="Edit",
+            tool_input={"file_path": f"/w/{session}/pyproject.toml"},
+            tool_response={"success": True},
+        ),
+    )
+    hook(
+        home,
+        cache,
+        "tool",
+        base(
+            session,
+            "PostToolUse",
+            tool_name="Bash",
+            tool_input={"command": "pytest -x tests/test_api.py"},
+            tool_response={"stdout": "3 passed"},
+        ),
+    )
     hook(
         home,
         cache,
@@ -252,8 +347,11 @@ class _FakeChat(http.server.BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         _FakeChat.seen.append((self.path, body))
-        reply = {"choices": [{"message": {"role": "assistant",
-                                          "content": "Install respx as a dev dependency."}}]}  # fmt: skip
+        reply = {
+            "choices": [
+                {"message": {"role": "assistant", "content": "Install respx as a dev dependency."}}
+            ]
+        }
         data = json.dumps(reply).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

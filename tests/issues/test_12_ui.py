@@ -52,7 +52,7 @@ class UI:
                 "--port",
                 "0",
                 "--json",
-            ],  # fmt: skip
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -97,7 +97,7 @@ def home(tmp_path_factory, shared_cache):
                 "tool_input": {"command": "kubectl get cronjob"},
                 "error": "Exit code 1\nerror: You must be logged in",
             },
-        ),  # fmt: skip
+        ),
         ("stop", {"last_assistant_message": "The CronJob had no timeZone."}),
     ):
         subprocess.run(
@@ -136,12 +136,23 @@ def test_no_token_wrong_host_and_missing_csrf_are_refused(ui):
     status, headers, body = request(ui.base + "/entries", headers=cookie)
     assert status == 200 and "default-src 'none'" in headers["content-security-policy"]
     form = b"id=use-uv-for-locking&reason=gone&confirm=1"
-    status, _, body = request(ui.base + "/entry/archive", method="POST", data=form,
-                              headers={**cookie, "Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+    status, _, body = request(
+        ui.base + "/entry/archive",
+        method="POST",
+        data=form,
+        headers={**cookie, "Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert status == 403 and "CSRF" in body
-    status, _, _ = request(ui.base + "/entry/archive", method="POST", data=form + b"&csrf=x",
-                           headers={**cookie, "Origin": "http://evil.example",
-                                    "Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+    status, _, _ = request(
+        ui.base + "/entry/archive",
+        method="POST",
+        data=form + b"&csrf=x",
+        headers={
+            **cookie,
+            "Origin": "http://evil.example",
+            "Content-Type": "application/x-www-form-urlencoded",
+        },
+    )
     assert status == 403
 
 
@@ -152,8 +163,9 @@ def test_writes_preview_first_and_read_only_entries_stay_read_only(ui, home):
     csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
     head = git(home / "kb", "rev-parse", "HEAD").strip()
     form = f"id=use-uv-for-locking&reason=gone&csrf={csrf}".encode()
-    status, _, body = request(ui.base + "/entry/archive", method="POST", data=form,
-                              headers=form_type)  # fmt: skip
+    status, _, body = request(
+        ui.base + "/entry/archive", method="POST", data=form, headers=form_type
+    )
     assert status == 200 and "Nothing is written yet" in body and "status: archived" in body
     assert git(home / "kb", "rev-parse", "HEAD").strip() == head
     # an episode is read-only here as in the tools: no change form, and a forged post is refused
@@ -162,8 +174,9 @@ def test_writes_preview_first_and_read_only_entries_stay_read_only(ui, home):
     _, _, page = request(ui.base + f"/entry?id={episode}", headers=cookie)
     assert "read-only" in page and 'action="/entry/archive"' not in page
     form = f"id={episode}&reason=gone&csrf={csrf}&confirm=1".encode()
-    status, _, body = request(ui.base + "/entry/archive", method="POST", data=form,
-                              headers=form_type)  # fmt: skip
+    status, _, body = request(
+        ui.base + "/entry/archive", method="POST", data=form, headers=form_type
+    )
     assert status >= 400 and "read-only" in body.lower(), body
     assert git(home / "kb", "rev-parse", "HEAD").strip() == head
 

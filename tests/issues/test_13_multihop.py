@@ -120,9 +120,14 @@ def test_authored_link_outranks_entity_two_hops_explained_contradicts_never_boos
     home, shared_cache
 ):
     _, reply = cli(
-        home, shared_cache, "search", "how does the nightly ledger reconciliation work",
-        "--explain", "--limit", "5",
-    )  # fmt: skip
+        home,
+        shared_cache,
+        "search",
+        "how does the nightly ledger reconciliation work",
+        "--explain",
+        "--limit",
+        "5",
+    )
     hits = {h["id"]: h for h in reply["hits"]}
     order = [h["id"] for h in reply["hits"]]
     assert order[0] == "ledger-root"
@@ -158,12 +163,14 @@ def test_without_entity_edges_the_inferred_neighbour_gets_nothing(home, shared_c
     memory = Memory(config.load({"home": str(home)}))
     saved = policy.EDGE_WEIGHTS["entity"]
     try:
-        found = reads.run_search(memory, "how does the nightly ledger reconciliation work",
-                                 explain=True, limit=5)  # fmt: skip
+        found = reads.run_search(
+            memory, "how does the nightly ledger reconciliation work", explain=True, limit=5
+        )
         with_entities = {h["id"]: h for h in found.reply["hits"]}
         policy.EDGE_WEIGHTS["entity"] = 0.0
-        found = reads.run_search(memory, "how does the nightly ledger reconciliation work",
-                                 explain=True, limit=5)  # fmt: skip
+        found = reads.run_search(
+            memory, "how does the nightly ledger reconciliation work", explain=True, limit=5
+        )
         without = {h["id"]: h for h in found.reply["hits"]}
     finally:
         policy.EDGE_WEIGHTS["entity"] = saved
@@ -194,18 +201,49 @@ def test_entities_live_in_the_generation_and_are_rebuilt_with_it(home, shared_ca
 def test_typed_links_are_validated_by_the_gateway(home, shared_cache):
     kb = home / "kb"
     head = git(kb, "rev-parse", "HEAD").strip()
-    code, reply = cli(home, shared_cache, "add", "--title", "Rack layout", "--body", "Row B.",
-                      "--link", "inspired_by:ledger-root", check=False)  # fmt: skip
+    code, reply = cli(
+        home,
+        shared_cache,
+        "add",
+        "--title",
+        "Rack layout",
+        "--body",
+        "Row B.",
+        "--link",
+        "inspired_by:ledger-root",
+        check=False,
+    )
     assert code == 2 and reply["error"]["code"] == "invalid"
     assert (
         "inspired_by" in reply["error"]["message"] and "derived_from" in reply["error"]["message"]
     )
-    code, reply = cli(home, shared_cache, "add", "--title", "Rack layout", "--body", "Row B.",
-                      "--link", "derived_from:no-such-entry", check=False)  # fmt: skip
+    code, reply = cli(
+        home,
+        shared_cache,
+        "add",
+        "--title",
+        "Rack layout",
+        "--body",
+        "Row B.",
+        "--link",
+        "derived_from:no-such-entry",
+        check=False,
+    )
     assert code == 2 and "no-such-entry" in reply["error"]["message"]
     assert git(kb, "rev-parse", "HEAD").strip() == head  # nothing written
-    _, reply = cli(home, shared_cache, "add", "--title", "Rack layout", "--body", "Row B.",
-                   "--link", "derived_from:ledger-root", "--link", "contradicts:old-claim")  # fmt: skip
+    _, reply = cli(
+        home,
+        shared_cache,
+        "add",
+        "--title",
+        "Rack layout",
+        "--body",
+        "Row B.",
+        "--link",
+        "derived_from:ledger-root",
+        "--link",
+        "contradicts:old-claim",
+    )
     assert reply["status"] == "created"
     text = (kb / "note" / f"{reply['id']}.md").read_text()
     assert "links:\n  contradicts:\n  - old-claim\n  derived_from:\n  - ledger-root\n" in text
@@ -241,17 +279,45 @@ def test_eval_prints_metrics_per_category(tmp_path, shared_cache):
     )
     env = dict(os.environ, MEMORY_AGENT_CACHE=str(shared_cache))
     proc = subprocess.run(
-        [sys.executable, "-m", "memory_agent", "eval", str(bench), "--embedder", "minilm",
-         "--by", "category", "--json", "--quiet", "--home", str(tmp_path / "h")],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "memory_agent",
+            "eval",
+            str(bench),
+            "--embedder",
+            "minilm",
+            "--by",
+            "category",
+            "--json",
+            "--quiet",
+            "--home",
+            str(tmp_path / "h"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     by = json.loads(proc.stdout)["by"]["category"]
     assert {k: v["queries"] for k, v in by.items()} == {"single-hop": 2, "temporal": 1}
     assert by["temporal"]["ndcg@10"] == 1.0
     proc = subprocess.run(
-        [sys.executable, "-m", "memory_agent", "eval", str(bench), "--by", "speaker",
-         "--home", str(tmp_path / "h")],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "memory_agent",
+            "eval",
+            str(bench),
+            "--by",
+            "speaker",
+            "--home",
+            str(tmp_path / "h"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "no query" in proc.stderr and "speaker" in proc.stderr

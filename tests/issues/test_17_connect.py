@@ -47,9 +47,11 @@ trust_level = "trusted"
 def connect(user_home, mem_home, cache, *args, **env):
     proc = subprocess.run(
         [sys.executable, "-m", "memory_agent", "--home", str(mem_home), "connect", *args],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env=env_for(mem_home, cache, HOME=str(user_home), **env),
-    )  # fmt: skip
+    )
     return proc
 
 
@@ -117,18 +119,32 @@ def test_the_connected_hook_command_captures(homes, shared_cache):
     user, mem, env = homes
     subprocess.run(
         [sys.executable, "-m", "memory_agent", "init", "--no-index", "--home", str(mem)],
-        capture_output=True, env=env_for(mem, shared_cache), check=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        env=env_for(mem, shared_cache),
+        check=True,
+        timeout=120,
+    )
     ok(connect(user, mem, shared_cache, "claude-code", "--confirm", **env))
     settings = json.loads((user / ".claude" / "settings.json").read_text())
     [block] = settings["hooks"]["PostToolUse"]
     command = shlex.split(block["hooks"][0]["command"])
-    payload = {"session_id": "conn-1", "hook_event_name": "PostToolUse", "tool_name": "Bash",
-               "tool_input": {"command": "ls"}, "tool_response": {"stdout": "x"}}  # fmt: skip
+    payload = {
+        "session_id": "conn-1",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "ls"},
+        "tool_response": {"stdout": "x"},
+    }
     (mem / "run").mkdir(exist_ok=True)
     (mem / "run" / "daemon.sock").mkdir()  # no daemon needed, none started
-    subprocess.run(command, input=json.dumps(payload), text=True, check=True, timeout=60,
-                   env=env_for(mem, shared_cache))  # fmt: skip
+    subprocess.run(
+        command,
+        input=json.dumps(payload),
+        text=True,
+        check=True,
+        timeout=60,
+        env=env_for(mem, shared_cache),
+    )
     assert '"tool": "Bash"' in (mem / "journal" / "conn-1.jsonl").read_text()
 
 
@@ -139,10 +155,23 @@ def test_an_old_async_hook_of_ours_is_replaced_not_duplicated(homes, shared_cach
         "/usr/bin/python3 -S /old/site/memory_agent/hookrun.py stop --home /x --client claude-code"
     )
     settings = user / ".claude" / "settings.json"
-    settings.write_text(json.dumps({"hooks": {"Stop": [
-        {"hooks": [{"type": "command", "command": old, "timeout": 5, "async": True}]},
-        {"hooks": [{"type": "command", "command": "say done"}]},
-    ]}}, indent=2))  # fmt: skip
+    settings.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "Stop": [
+                        {
+                            "hooks": [
+                                {"type": "command", "command": old, "timeout": 5, "async": True}
+                            ]
+                        },
+                        {"hooks": [{"type": "command", "command": "say done"}]},
+                    ]
+                }
+            },
+            indent=2,
+        )
+    )
     ok(connect(user, mem, shared_cache, "claude-code", "--confirm", **env))
     stop = json.loads(settings.read_text())["hooks"]["Stop"]
     assert len(stop) == 2 and stop[1]["hooks"][0]["command"] == "say done"
@@ -211,8 +240,9 @@ def test_opencode_and_cursor(homes, shared_cache):
         ("cursor", ".cursor/mcp.json", "[1, 2]", "fix or move"),
     ],
 )
-def test_a_malformed_file_is_refused_and_nothing_changes(homes, shared_cache, agent, name, text,
-                                                         fix):  # fmt: skip
+def test_a_malformed_file_is_refused_and_nothing_changes(
+    homes, shared_cache, agent, name, text, fix
+):
     user, mem, env = homes
     path = user / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -227,9 +257,15 @@ def test_a_malformed_file_is_refused_and_nothing_changes(homes, shared_cache, ag
 
 def test_someone_elses_memory_server_is_not_overwritten(homes, shared_cache):
     user, mem, env = homes
-    (user / ".claude.json").write_text(json.dumps(
-        {"mcpServers": {"memory": {"command": "npx", "args": ["@modelcontextprotocol/server-memory"]}}}
-    ))  # fmt: skip
+    (user / ".claude.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "memory": {"command": "npx", "args": ["@modelcontextprotocol/server-memory"]}
+                }
+            }
+        )
+    )
     before = tree(user)
     proc = connect(user, mem, shared_cache, "claude-code", "--confirm", **env)
     assert proc.returncode == 2 and "conflict" in proc.stderr and "rename or remove" in proc.stderr

@@ -42,11 +42,16 @@ def test_a_capture_hook_over_its_budget_says_not_journaled(tmp_path, shared_cach
     (home / "config.toml").write_text("hook_budget_ms = 1\n")
     env = env_for(home, shared_cache)
     env.pop("MEMORY_AGENT_HOOK_BUDGET_MS", None)
-    payload = {"session_id": "s", "tool_name": "bash", "tool_input": {"command": "ls"},
-               "tool_response": {"output": "ab1 " * 2_000_000, "exit_code": 0}}  # fmt: skip
+    payload = {
+        "session_id": "s",
+        "tool_name": "bash",
+        "tool_input": {"command": "ls"},
+        "tool_response": {"output": "ab1 " * 2_000_000, "exit_code": 0},
+    }
     cmd = mcp_config.hook_command(home, "tool", "opencode")
-    proc = subprocess.run(cmd, input=json.dumps(payload), capture_output=True, text=True,
-                          env=env, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        cmd, input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=60
+    )
     assert (proc.returncode, proc.stdout) == (0, "")
     log = (home / "run" / "hooks.log").read_text()
     assert "tool: over the 1 ms budget; not journaled" in log, log

@@ -278,8 +278,12 @@ def test_inputs_that_were_dropped_whole_are_journaled(capture_home, case):
         nested: object = "the leaf"
         for _ in range(900):
             nested = {"k": nested}
-        payload = {"session_id": "s", "tool_name": "Bash", "tool_input": nested,
-                   "tool_response": {"stdout": "ok"}}  # fmt: skip
+        payload = {
+            "session_id": "s",
+            "tool_name": "Bash",
+            "tool_input": nested,
+            "tool_response": {"stdout": "ok"},
+        }
         raw, event = json.dumps(payload).encode(), "tool"
     assert hook(capture_home, event, raw).returncode == 0
     [record] = journal_of(capture_home, "s")
@@ -301,12 +305,23 @@ def test_a_write_response_is_bounded_as_a_whole(tmp_path):
         "content": content,
         "originalFile": content.replace("here", "there"),
         "structuredPatch": [
-            {"oldStart": 1, "oldLines": 3000, "newStart": 1, "newLines": 3000,
-             "lines": [f"-line {i}" for i in range(3000)]}
+            {
+                "oldStart": 1,
+                "oldLines": 3000,
+                "newStart": 1,
+                "newLines": 3000,
+                "lines": [f"-line {i}" for i in range(3000)],
+            }
         ],
-    }  # fmt: skip
-    record = {"ts": 1.0, "event": "tool", "tool": "Write", "input": {"file_path": "/x"},
-              "output": response, "ok": True}  # fmt: skip
+    }
+    record = {
+        "ts": 1.0,
+        "event": "tool",
+        "tool": "Write",
+        "input": {"file_path": "/x"},
+        "output": response,
+        "ok": True,
+    }
     [back] = list(read_session([append(tmp_path, "w", record)]))
     size = len(json.dumps(back["output"], ensure_ascii=False))
     assert size <= MAX_OUTPUT * 1.25, size
@@ -327,15 +342,29 @@ OLD = {  # what an earlier version stored verbatim
 
 def old_records(session: str, secret_of: str) -> list[dict]:
     return [
-        {"ts": 100.0, "event": "prompt", "session": session, "client": "claude-code",
-         "prompt": f"deploy with password {OLD[secret_of]} please"},
-        {"ts": 101.0, "event": "tool", "session": session, "client": "claude-code",
-         "tool": "Bash", "input": {"command": f"curl -u ci:{OLD['curl']} https://x.io",
-                                   "password": OLD["input password"],
-                                   "env": {"AWS_SECRET_ACCESS_KEY": OLD["env secret"]}},
-         "output": "ok", "ok": True},
+        {
+            "ts": 100.0,
+            "event": "prompt",
+            "session": session,
+            "client": "claude-code",
+            "prompt": f"deploy with password {OLD[secret_of]} please",
+        },
+        {
+            "ts": 101.0,
+            "event": "tool",
+            "session": session,
+            "client": "claude-code",
+            "tool": "Bash",
+            "input": {
+                "command": f"curl -u ci:{OLD['curl']} https://x.io",
+                "password": OLD["input password"],
+                "env": {"AWS_SECRET_ACCESS_KEY": OLD["env secret"]},
+            },
+            "output": "ok",
+            "ok": True,
+        },
         {"ts": 102.0, "event": "stop", "session": session, "answer": "done"},
-    ]  # fmt: skip
+    ]
 
 
 def lines(records: list[dict]) -> bytes:
@@ -482,8 +511,10 @@ def test_the_daemon_scrubs_at_its_first_start_and_the_episodes_follow(
 def test_a_secret_inside_escaped_json_is_redacted():
     """`curl -d "{\"password\":\"...\"}"`: the backslash before the quotes around the name
     defeated the pattern, the password was stored verbatim."""
-    command = 'curl https://api.example.com/login -d "{\\"username\\":\\"bob\\",' \
-              '\\"password\\":\\"hunter22pw\\"}"'  # fmt: skip
+    command = (
+        'curl https://api.example.com/login -d "{\\"username\\":\\"bob\\",'
+        '\\"password\\":\\"hunter22pw\\"}"'
+    )
     out = json.dumps(clean_record({"input": {"command": command}}, "s"))
     assert "hunter22pw" not in out
     assert "bob" in out and "[REDACTED" in out  # only the secret goes
@@ -509,7 +540,7 @@ def test_a_secret_inside_escaped_json_is_redacted():
         "header pair",
         "docker login -p",
         "sshpass -p",
-    ],  # fmt: skip
+    ],
 )
 def test_a_secret_split_across_list_elements_is_redacted(value):
     """Each string of a list was redacted alone: the flag naming the secret and its value
@@ -590,14 +621,35 @@ def failure_fix_records(session: str, n: int, secret: str) -> list[dict]:
     base = {"session": session, "client": "claude-code", "cwd": "/w"}
     return [
         {**base, "ts": 100.0 + n, "event": "prompt", "prompt": f"deploy, password={secret}{n}"},
-        {**base, "ts": 100.1 + n, "event": "tool", "tool": "Bash", "ok": False,
-         "input": {"command": "make deploy"}, "error": "Error: missing DEPLOY_TARGET"},
-        {**base, "ts": 100.2 + n, "event": "tool", "tool": "Edit", "ok": True,
-         "input": {"file_path": "/w/settings.py"}, "output": "ok"},
-        {**base, "ts": 100.3 + n, "event": "tool", "tool": "Bash", "ok": True,
-         "input": {"command": "make deploy"}, "output": "done"},
+        {
+            **base,
+            "ts": 100.1 + n,
+            "event": "tool",
+            "tool": "Bash",
+            "ok": False,
+            "input": {"command": "make deploy"},
+            "error": "Error: missing DEPLOY_TARGET",
+        },
+        {
+            **base,
+            "ts": 100.2 + n,
+            "event": "tool",
+            "tool": "Edit",
+            "ok": True,
+            "input": {"file_path": "/w/settings.py"},
+            "output": "ok",
+        },
+        {
+            **base,
+            "ts": 100.3 + n,
+            "event": "tool",
+            "tool": "Bash",
+            "ok": True,
+            "input": {"command": "make deploy"},
+            "output": "done",
+        },
         {**base, "ts": 100.4 + n, "event": "stop", "answer": "deployed"},
-    ]  # fmt: skip
+    ]
 
 
 def test_scrub_resets_the_gates_read_positions_so_no_episode_is_counted_twice(capture_home):
@@ -625,9 +677,7 @@ def test_scrub_resets_the_gates_read_positions_so_no_episode_is_counted_twice(ca
     gate.run()
     after = read_state(home)
     assert sorted(after["observed"][key]["episodes"]) == sorted(before["observed"][key]["episodes"])
-    assert {n: e["prompts"] for n, e in after["journal"].items()} == {
-        "s-gate-a": 2, "s-gate-b": 2
-    }  # fmt: skip
+    assert {n: e["prompts"] for n, e in after["journal"].items()} == {"s-gate-a": 2, "s-gate-b": 2}
     assert after["proposed"].keys() == before["proposed"].keys()
     assert secret not in stored(home / "inbox")
     # appended after the scrub: read once, numbered on
@@ -653,8 +703,14 @@ def test_scrub_on_demand_stops_a_running_daemon_before_it_rewrites_the_journal(
     (old_home / "run" / "scrub-v1").write_text("scrubbed by an earlier run\n")  # no scrub at start
     path = old_home / "inbox" / "state.json"
     state = json.loads(path.read_text())
-    state["journal"] = {"s-plain": {"files": {"0123456789abcdef": {"offset": 900}}, "parts": [],
-                                    "prompts": 1, "tail": None}}  # fmt: skip
+    state["journal"] = {
+        "s-plain": {
+            "files": {"0123456789abcdef": {"offset": 900}},
+            "parts": [],
+            "prompts": 1,
+            "tail": None,
+        }
+    }
     path.write_text(json.dumps(state))
     client = DaemonClient(old_home)
     try:

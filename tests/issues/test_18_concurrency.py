@@ -70,12 +70,11 @@ class Held:
         }
         Memory(config.load({"home": str(self.home)})).init(demo=True, embedder="minilm", sync=False)
         self.daemon = subprocess.Popen(
-            [sys.executable, "-m", "memory_agent", "daemon", "--home", str(self.home),
-             "--preload"],
+            [sys.executable, "-m", "memory_agent", "daemon", "--home", str(self.home), "--preload"],
             env=env_for(self.home, cache, **self.extra),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         self.client = DaemonClient(self.home, timeout=ANSWER_S)
         deadline = time.monotonic() + 120
         while self.client.health() is None and time.monotonic() < deadline:
@@ -173,11 +172,18 @@ def test_a_search_is_answered_while_a_large_add_is_in_flight(held):
         hits = _call(reader, "memory_search", query="how do we lock dependencies")
         assert hits["hits"] and add.is_alive() and "reply" not in out
         status, _, data = held.client.request(
-            "POST", "/hooks/recall",
-            json.dumps({"prompt": "how do we lock dependencies in this repo?",
-                        "session": "s1", "event": "prompt"}).encode(),
-            {"Content-Type": "application/json"}, timeout=ANSWER_S,
-        )  # fmt: skip
+            "POST",
+            "/hooks/recall",
+            json.dumps(
+                {
+                    "prompt": "how do we lock dependencies in this repo?",
+                    "session": "s1",
+                    "event": "prompt",
+                }
+            ).encode(),
+            {"Content-Type": "application/json"},
+            timeout=ANSWER_S,
+        )
         assert status == 200 and "context" in json.loads(data)
         assert _call(reader, "memory_index_status")["consistent"] is True
         overview = held.client.request("GET", "/admin/overview", timeout=ANSWER_S)
@@ -204,19 +210,24 @@ def test_a_search_during_a_supersede_sees_the_old_entry_or_the_new_one_never_bot
     writer, reader = held.session(), held.session()
     try:
         first = _call(
-            writer, "memory_add", title="Vendoring policy for the flumox toolchain",
+            writer,
+            "memory_add",
+            title="Vendoring policy for the flumox toolchain",
             body="We vendor flumox releases under third_party/flumox and pin them by hash.",
-        )  # fmt: skip
+        )
         assert first["status"] == "created"
         query = "flumox vendoring policy"
         assert first["id"] in [h["id"] for h in _call(reader, "memory_search", query=query)["hits"]]
         held.arm()
         supersede, out = _in_thread(
-            _call, writer, "memory_supersede", old_id=first["id"],
+            _call,
+            writer,
+            "memory_supersede",
+            old_id=first["id"],
             title="Vendoring policy for the flumox toolchain, revised",
             body="We no longer vendor flumox: it is installed from the internal mirror, pinned.",
             confirm=True,
-        )  # fmt: skip
+        )
         held.wait_held(supersede)
         during = [h["id"] for h in _call(reader, "memory_search", query=query)["hits"]]
         assert supersede.is_alive() and "reply" not in out
@@ -238,19 +249,29 @@ def test_concurrent_writers_all_commit_while_reads_answer(held):
     sessions = [held.session() for _ in range(n)]
     reader = held.session()
     kb = held.home / "kb"
-    count = int(subprocess.run(["git", "-C", str(kb), "rev-list", "--count", "HEAD"],
-                               capture_output=True, text=True, check=True).stdout)  # fmt: skip
+    count = int(
+        subprocess.run(
+            ["git", "-C", str(kb), "rev-list", "--count", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     try:
         held.arm()
         writes = [
             _in_thread(
-                _call, s, "memory_add", title=f"Runbook step {i} for the kelvar cluster",
+                _call,
+                s,
+                "memory_add",
+                title=f"Runbook step {i} for the kelvar cluster",
                 body=f"Step {i}: drain node kelvar-{i} with `kctl drain kelvar-{i}` first, "
                 f"then rotate its certificate {i * 31}.",
-                type="guideline", force=True,
+                type="guideline",
+                force=True,
             )
             for i, s in enumerate(sessions)
-        ]  # fmt: skip
+        ]
         held.wait_held(*(t for t, _ in writes), outs=[out for _, out in writes])
         # one write stands at its commit, the others queue behind it: reads still answer
         assert _call(reader, "memory_search", query="how do we lock dependencies")["hits"]
@@ -263,8 +284,14 @@ def test_concurrent_writers_all_commit_while_reads_answer(held):
         assert all(isinstance(r, dict) and r["status"] == "created" for r in replies), replies
         ids = {r["id"] for r in replies}
         assert len(ids) == n
-        after = int(subprocess.run(["git", "-C", str(kb), "rev-list", "--count", "HEAD"],
-                                   capture_output=True, text=True, check=True).stdout)  # fmt: skip
+        after = int(
+            subprocess.run(
+                ["git", "-C", str(kb), "rev-list", "--count", "HEAD"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
         assert after == count + n  # one commit each, none lost
         found = _call(reader, "memory_search", query="kelvar cluster runbook drain", limit=20)
         assert ids <= {h["id"] for h in found["hits"]}
@@ -289,10 +316,12 @@ def test_an_old_snapshot_answers_unchanged_after_writes_and_a_rebuild(tmp_path, 
     before = [(h.doc_id, round(h.score, 6)) for h in search(old, "billing subsystem").hits]
     ids_before = {d.id for d in old.docs()}
     index.apply(
-        [Document("d1", "Note 1, rewritten", "Nothing about money any more."),
-         Document("new", "Billing subsystem overview", "The billing subsystem, whole.")],
+        [
+            Document("d1", "Note 1, rewritten", "Nothing about money any more."),
+            Document("new", "Billing subsystem overview", "The billing subsystem, whole."),
+        ],
         ["d7", "d13"],
-    )  # fmt: skip
+    )
     index.set_stamps({"d2": "stamp"})
     index.build([*docs[:4], Document("later", "Billing later", "Billing, later on.")])
     # the old snapshot is exactly what it was: same documents, same answers

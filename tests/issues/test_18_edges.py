@@ -148,8 +148,9 @@ def test_arguments_have_strict_types(session, home):
         session.call("memory_archive", id="use-uv-for-locking", reason="moved", confirm="yes")
     )
     assert confirm["code"] == "invalid" and "confirm" in confirm["message"]
-    importance = _error(session.call("memory_set_importance", id="use-uv-for-locking",
-                                     importance=True))  # fmt: skip
+    importance = _error(
+        session.call("memory_set_importance", id="use-uv-for-locking", importance=True)
+    )
     assert importance["code"] == "invalid" and "importance" in importance["message"]
     assert _commits(home) == before
 
@@ -198,8 +199,15 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(session, home, share
     added = session.call("memory_add", title="A very long note for the pipe test", body=body)
     assert not added.get("isError"), added
     env = env_for(home, shared_cache, MEMORY_AGENT_CLOCK=CLOCK)
-    command = [sys.executable, "-m", "memory_agent", "get", added["structuredContent"]["id"],
-               "--home", str(home)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "memory_agent",
+        "get",
+        added["structuredContent"]["id"],
+        "--home",
+        str(home),
+    ]
     writer = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     head = subprocess.run(["head", "-1"], stdin=writer.stdout, capture_output=True, timeout=120)
     writer.stdout.close()
@@ -221,8 +229,9 @@ def test_init_makes_an_existing_home_owner_only_and_says_so(tmp_path, shared_cac
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     assert stat.S_IMODE((home / "config.toml").stat().st_mode) == 0o600
     assert json.loads(done.stdout)["tightened"] == [
-        f"{home}: 0755 -> 0700", f"{home / 'config.toml'}: 0644 -> 0600"
-    ]  # fmt: skip
+        f"{home}: 0755 -> 0700",
+        f"{home / 'config.toml'}: 0644 -> 0600",
+    ]
     home.chmod(0o750)
     again = cli(home, shared_cache, "init", "--no-index")  # a person reads this one
     assert again.returncode == 0, again.stderr
@@ -246,8 +255,11 @@ def test_a_confirm_writes_the_timestamps_its_preview_showed(tmp_path, shared_cac
     memory.init(demo=True, embedder="minilm")
     try:
         gateway = Gateway(memory)
-        args = {"old_id": "use-uv-for-locking", "title": "Lock dependencies with uv 0.5",
-                "body": "uv lock, then uv sync --locked in CI."}  # fmt: skip
+        args = {
+            "old_id": "use-uv-for-locking",
+            "title": "Lock dependencies with uv 0.5",
+            "body": "uv lock, then uv sync --locked in CI.",
+        }
         preview = gateway.supersede(**args)
         memory.clock.fixed += 59 * 60  # the user reads the preview for a while
         written = gateway.supersede(**args, confirm=True)
@@ -290,9 +302,11 @@ def test_a_bug_in_the_background_gate_leaves_its_traceback_in_the_daemon_log(ses
     (inbox / "state.json").write_text('{"observed": {"k": "not an observation"}}', "utf-8")
     try:
         status, _, _ = DaemonClient(home).request(
-            "POST", "/hooks/event", json.dumps({"event": "stop"}).encode(),
+            "POST",
+            "/hooks/event",
+            json.dumps({"event": "stop"}).encode(),
             {"Content-Type": "application/json"},
-        )  # fmt: skip
+        )
         assert status == 200
         deadline = time.monotonic() + 180  # the gate runs 2 s after the event, on a busy box
         while "gate failed" not in _daemon_log(home) and time.monotonic() < deadline:

@@ -39,9 +39,15 @@ def git(kb: Path, *args: str, env: dict | None = None, check: bool = True) -> st
         ["git", "-C", str(kb), *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "GIT_AUTHOR_NAME": "u", "GIT_AUTHOR_EMAIL": "u@x",
-             "GIT_COMMITTER_NAME": "u", "GIT_COMMITTER_EMAIL": "u@x", **(env or {})},
-    )  # fmt: skip
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "u",
+            "GIT_AUTHOR_EMAIL": "u@x",
+            "GIT_COMMITTER_NAME": "u",
+            "GIT_COMMITTER_EMAIL": "u@x",
+            **(env or {}),
+        },
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"git {args}: {proc.stderr}")
     return proc.stdout
@@ -100,8 +106,16 @@ def test_a_write_on_a_detached_head_is_refused_and_nothing_is_lost(home, shared_
     branch = git(kb, "symbolic-ref", "--short", "HEAD").strip()
     git(kb, "checkout", "-q", "--detach")
     head, files = git(kb, "rev-parse", "HEAD"), files_of(kb)
-    out = cli(home, shared_cache, "add", "--title", "Detached writes vanish",
-              "--body", "A write on a detached HEAD is lost at the next checkout.", "--json")  # fmt: skip
+    out = cli(
+        home,
+        shared_cache,
+        "add",
+        "--title",
+        "Detached writes vanish",
+        "--body",
+        "A write on a detached HEAD is lost at the next checkout.",
+        "--json",
+    )
     assert out.returncode != 0, out.stdout
     error = json.loads(out.stdout)["error"]
     assert error["code"] == "conflict" and "detached HEAD" in error["message"]
@@ -177,8 +191,9 @@ class IdeLoop:
         n = 0
         while not self.stop.is_set():
             n += 1
-            subprocess.run(["git", "-C", str(self.kb), "status", "--porcelain"],
-                           capture_output=True)  # fmt: skip
+            subprocess.run(
+                ["git", "-C", str(self.kb), "status", "--porcelain"], capture_output=True
+            )
             try:
                 fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             except FileExistsError:
@@ -247,8 +262,9 @@ def test_a_lock_held_while_git_runs_names_the_process_and_says_wait(tmp_path):
     repo, _ = KBRepo.init(kb)
     (kb / "note").mkdir()
     (kb / "note" / "a.md").write_text("a\n")
-    holder = subprocess.Popen(["git", "hash-object", "--stdin"], cwd=kb,
-                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)  # fmt: skip
+    holder = subprocess.Popen(
+        ["git", "hash-object", "--stdin"], cwd=kb, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL
+    )
     lock = kb / ".git" / "index.lock"
     try:
         lock.write_text("")
@@ -275,8 +291,9 @@ def test_a_full_disk_is_called_a_full_disk(tmp_path, shared_cache, monkeypatch):
     home = tmp_path / "home"
     kb = home / "kb"
     kb.mkdir(parents=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(kb)],
-                             capture_output=True)  # fmt: skip
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(kb)], capture_output=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr!r}")
     monkeypatch.setenv("MEMORY_AGENT_CACHE", str(shared_cache))
@@ -318,8 +335,10 @@ def test_a_full_disk_is_called_a_full_disk(tmp_path, shared_cache, monkeypatch):
 
 # 5 -------------------------------------------------------------------------------------------
 def _entry(entry_id: str, entry_type: str, title: str, body: str) -> str:
-    return (f"---\nid: {entry_id}\ntitle: {title}\ntype: {entry_type}\nstatus: active\n"
-            f"created: 2026-11-01T10:00:00Z\n---\n{body}\n")  # fmt: skip
+    return (
+        f"---\nid: {entry_id}\ntitle: {title}\ntype: {entry_type}\nstatus: active\n"
+        f"created: 2026-11-01T10:00:00Z\n---\n{body}\n"
+    )
 
 
 def _search_ids(home: Path, query: str) -> list[str]:
@@ -359,8 +378,14 @@ def test_the_change_driven_scan_applies_the_full_scans_rules(home):
     assert "use-uv-for-locking" in _search_ids(home, "uv lock file")
     # a copy with the same id in another type folder
     copy = kb / "note" / "use-uv-for-locking.md"
-    copy.write_text(_entry("use-uv-for-locking", "note", "Zebra quartz velvet",
-                           "Zebra quartz velvet marmalade harpsichord."))  # fmt: skip
+    copy.write_text(
+        _entry(
+            "use-uv-for-locking",
+            "note",
+            "Zebra quartz velvet",
+            "Zebra quartz velvet marmalade harpsichord.",
+        )
+    )
     _until(lambda: any("already used by" in p for p in _kb_problems(home)), "no duplicate problem")
     assert client.call_tool("memory_get", {"id": "use-uv-for-locking"})["path"] == str(original)
     hits = client.call_tool("memory_search", {"query": "zebra quartz velvet marmalade"})["hits"]
@@ -380,8 +405,14 @@ def test_the_change_driven_scan_applies_the_full_scans_rules(home):
     _until(lambda: not any("linked-entry.md" in p for p in _kb_problems(home)), "link stays")
     # a file whose folder disagrees with its type
     misplaced = kb / "note" / "misplaced-decision.md"
-    misplaced.write_text(_entry("misplaced-decision", "decision", "Misplaced decision",
-                                "Kept in the note folder though it says decision."))  # fmt: skip
+    misplaced.write_text(
+        _entry(
+            "misplaced-decision",
+            "decision",
+            "Misplaced decision",
+            "Kept in the note folder though it says decision.",
+        )
+    )
     _until(lambda: any("misplaced-decision" in p for p in _kb_problems(home)), "misplaced file")
     with pytest.raises(ToolCallError) as caught:
         client.call_tool("memory_get", {"id": "misplaced-decision"})
@@ -434,12 +465,27 @@ def _journal_lesson(home: Path, now: float, command: str, error: str) -> None:
 
     for session, n in (("lesson-a", 1), ("lesson-a", 2), ("lesson-b", 3)):
         record(session, "prompt", prompt=f"run the checks ({n})", cwd="/w")
-        record(session, "tool-failure", tool_name="Bash", tool_input={"command": command},
-               error=f"Exit code 1\n{error}")  # fmt: skip
-        record(session, "tool", tool_name="Edit", tool_input={"file_path": f"/w/{n}/setup.cfg"},
-               tool_response={"stdout": "ok"})  # fmt: skip
-        record(session, "tool", tool_name="Bash", tool_input={"command": command},
-               tool_response={"stdout": "ok"})  # fmt: skip
+        record(
+            session,
+            "tool-failure",
+            tool_name="Bash",
+            tool_input={"command": command},
+            error=f"Exit code 1\n{error}",
+        )
+        record(
+            session,
+            "tool",
+            tool_name="Edit",
+            tool_input={"file_path": f"/w/{n}/setup.cfg"},
+            tool_response={"stdout": "ok"},
+        )
+        record(
+            session,
+            "tool",
+            tool_name="Bash",
+            tool_input={"command": command},
+            tool_response={"stdout": "ok"},
+        )
         record(session, "stop", last_assistant_message="fixed")
 
 
@@ -578,8 +624,9 @@ def test_a_user_commit_between_staging_and_head_update_finishes_the_write(
 
         def write() -> None:
             try:
-                outcome.append(gateway.add("Pin the resolver", "Pin the resolver in CI.",
-                                           type="decision"))  # fmt: skip
+                outcome.append(
+                    gateway.add("Pin the resolver", "Pin the resolver in CI.", type="decision")
+                )
             except Exception as exc:  # noqa: BLE001 - looked at below
                 outcome.append(exc)
 

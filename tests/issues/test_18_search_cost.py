@@ -23,9 +23,16 @@ def test_a_write_gives_the_next_search_its_new_edges(home, shared_cache):  # noq
         h["why"].get("via") == "entity 'petrova' from ledger-root" for h in before["hits"]
     )  # the memo holds the root's edges now
     _, added = cli(
-        home, shared_cache, "add", "--type", "fact", "--title", "Boiler room access",
-        "--body", "The boiler room key hangs in the caretaker's office; Petrova has a spare.",
-    )  # fmt: skip
+        home,
+        shared_cache,
+        "add",
+        "--type",
+        "fact",
+        "--title",
+        "Boiler room access",
+        "--body",
+        "The boiler room key hangs in the caretaker's office; Petrova has a spare.",
+    )
     new_id = added["id"]
     _, after = cli(home, shared_cache, "search", QUERY, "--explain", "--limit", "8")
     hits = {h["id"]: h for h in after["hits"]}

@@ -50,7 +50,7 @@ def home(tmp_path_factory, shared_cache):
                 "entry": "vacuum-before-the-dump",
                 "rank": 1,
                 "ts": parse_time(day) + 3600 + i,
-            }  # fmt: skip
+            }
             for day, n in RECALLS.items()
             for i in range(n)
         ]
@@ -72,8 +72,12 @@ def test_an_importance_that_is_not_a_number_is_a_400_with_the_error_shape(home):
     _, _, html = request(ui.base + "/entry?id=vacuum-before-the-dump", headers=cookie)
     csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
     form = f"id=vacuum-before-the-dump&importance=abc&csrf={csrf}".encode()
-    status, _, body = request(ui.base + "/entry/importance", method="POST", data=form,
-                              headers={**cookie, "Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+    status, _, body = request(
+        ui.base + "/entry/importance",
+        method="POST",
+        data=form,
+        headers={**cookie, "Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert status == 400, body
     assert "<h1>invalid</h1>" in body and "whole number" in body and "Fix: give" in body
     assert "internal" not in body and "Traceback" not in body

@@ -97,8 +97,10 @@ def test_an_open_that_fails_at_start_is_logged_shown_by_health_and_said_by_the_s
         error = _until(client.last_error, "the daemon to log the failed open")
         assert error.startswith("the index could not be opened at start")
         assert "built with embedder bge-m3:x" in error
-        assert error.endswith("fix: run `memory-agent rebuild` (rebuild the index: a fresh "
-                              "generation from the documents, or switch the embedder back)")  # fmt: skip
+        assert error.endswith(
+            "fix: run `memory-agent rebuild` (rebuild the index: a fresh "
+            "generation from the documents, or switch the embedder back)"
+        )
         assert client.health()["status"] == "ok"
         status = s.call("memory_index_status")["structuredContent"]
         assert not status["consistent"]

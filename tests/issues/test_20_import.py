@@ -115,8 +115,13 @@ def world(tmp_path, shared_cache, monkeypatch):
     outside = tmp_path / "outside"
     outside.mkdir()
     serve_home(home, shared_cache, monkeypatch, CLOCK)
-    yield {"home": home, "kb": home / "kb", "outside": outside, "cache": shared_cache,
-           "tmp": tmp_path}  # fmt: skip
+    yield {
+        "home": home,
+        "kb": home / "kb",
+        "outside": outside,
+        "cache": shared_cache,
+        "tmp": tmp_path,
+    }
     DaemonClient(home).stop(wait=True)
     for pid in daemon_pids(home):
         os.kill(pid, signal.SIGKILL)
@@ -157,8 +162,13 @@ def test_a_claude_md_is_previewed_then_written_in_one_commit_without_its_secrets
 
     preview = cli(w, w["outside"], "import", str(docs / "CLAUDE.md"))
     assert preview["status"] == "preview"
-    assert preview["counts"] == {"new": 4, "supersede": 0, "unchanged": 0, "duplicate": 0,
-                                 "skipped": 0}  # fmt: skip
+    assert preview["counts"] == {
+        "new": 4,
+        "supersede": 0,
+        "unchanged": 0,
+        "duplicate": 0,
+        "skipped": 0,
+    }
     assert preview["empty_sections"] == 1
     assert [(e["action"], e["title"], e["type"]) for e in preview["entries"]] == [
         ("new", "CLAUDE.md", "note"),
@@ -266,8 +276,17 @@ def test_a_vault_keeps_its_frontmatter_and_wikilinks(world):
 
 def test_duplicates_within_the_import_and_of_the_kb_are_left_out(world):
     w = world
-    known = cli(w, w["outside"], "add", "--title", "Pitfalls", "--type", "pitfall", "--body",
-                "- Restarting the worker drops queued jobs; drain it first.")  # fmt: skip
+    known = cli(
+        w,
+        w["outside"],
+        "add",
+        "--title",
+        "Pitfalls",
+        "--type",
+        "pitfall",
+        "--body",
+        "- Restarting the worker drops queued jobs; drain it first.",
+    )
     docs = w["tmp"] / "repo"
     docs.mkdir()
     shared = "## Style\n\nFormat with black and sort imports with isort.\n"
@@ -278,15 +297,20 @@ def test_duplicates_within_the_import_and_of_the_kb_are_left_out(world):
     (docs / "AGENTS.md").write_text(
         shared + "\n## Testing\n\nRun the whole suite with make check before a release!\n"
     )
-    done = cli(w, w["outside"], "import", str(docs / "AGENTS.md"), str(docs / "CLAUDE.md"),
-               "--confirm")  # fmt: skip
+    done = cli(
+        w, w["outside"], "import", str(docs / "AGENTS.md"), str(docs / "CLAUDE.md"), "--confirm"
+    )
     by_origin = {e["origin"].rpartition("/")[2]: e for e in done["entries"]}
     assert done["counts"]["new"] == 2 and done["counts"]["duplicate"] == 3
     style = by_origin["AGENTS.md#Style"]
     assert style["action"] == "new"
-    assert by_origin["CLAUDE.md#Style"] == {**by_origin["CLAUDE.md#Style"], "action": "duplicate",
-                                            "duplicate_of": style["id"], "match": "exact",
-                                            "within": "this import"}  # fmt: skip
+    assert by_origin["CLAUDE.md#Style"] == {
+        **by_origin["CLAUDE.md#Style"],
+        "action": "duplicate",
+        "duplicate_of": style["id"],
+        "match": "exact",
+        "within": "this import",
+    }
     near = by_origin["CLAUDE.md#Tests"]
     assert near["action"] == "duplicate" and near["match"] == "near"
     assert near["duplicate_of"] == by_origin["AGENTS.md#Testing"]["id"]
@@ -331,12 +355,25 @@ def test_a_daemon_killed_mid_import_is_finished_in_one_commit_by_the_next_daemon
     before = head(w["kb"])
     DaemonClient(w["home"]).stop(wait=True)  # the next one starts with the fault set
     proc = subprocess.run(
-        [sys.executable, "-m", "memory_agent", "import", str(docs / "CLAUDE.md"), "--confirm",
-         "--home", str(w["home"]), "--json"],
-        capture_output=True, text=True, cwd=w["outside"], timeout=300,
-        env=env_for(w["home"], w["cache"], MEMORY_AGENT_CLOCK=CLOCK,
-                    MEMORY_AGENT_FAULT="after-write"),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "memory_agent",
+            "import",
+            str(docs / "CLAUDE.md"),
+            "--confirm",
+            "--home",
+            str(w["home"]),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=w["outside"],
+        timeout=300,
+        env=env_for(
+            w["home"], w["cache"], MEMORY_AGENT_CLOCK=CLOCK, MEMORY_AGENT_FAULT="after-write"
+        ),
+    )
     assert proc.returncode == 2 and "stopped answering" in proc.stdout
     assert head(w["kb"]) == before  # written, not committed
     assert len(list((w["home"] / "run" / "pending").glob("*.json"))) == 1

@@ -54,8 +54,18 @@ def test_a_path_remote_is_local_and_keeps_its_case(tmp_path):
 def _repo(path, remote=None):
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
-    git(path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty",
-        "-m", "start")  # fmt: skip
+    git(
+        path,
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "start",
+    )
     if remote:
         git(path, "remote", "add", "origin", remote)
     return path
@@ -101,8 +111,15 @@ def world(tmp_path, shared_cache, monkeypatch):
     outside = tmp_path / "outside"
     outside.mkdir()
     serve_home(home, shared_cache, monkeypatch, CLOCK)
-    yield {"home": home, "alpha": alpha, "beta": beta, "alpha_wt": tmp_path / "src" / "alpha-wt",
-           "outside": outside, "cache": shared_cache, "beta_id": str(remotes / "beta")}  # fmt: skip
+    yield {
+        "home": home,
+        "alpha": alpha,
+        "beta": beta,
+        "alpha_wt": tmp_path / "src" / "alpha-wt",
+        "outside": outside,
+        "cache": shared_cache,
+        "beta_id": str(remotes / "beta"),
+    }
     DaemonClient(home).stop(wait=True)
     for pid in daemon_pids(home):
         os.kill(pid, signal.SIGKILL)
@@ -128,8 +145,15 @@ def ids(reply):
 
 def test_an_entry_added_in_one_project_is_found_there_and_not_in_the_other(world):
     w = world
-    _, added = cli(w, w["alpha"], "add", "--title", "Alpha builds with bazel 7",
-                   "--body", "The alpha monorepo builds with bazel 7; run bazel build //...")  # fmt: skip
+    _, added = cli(
+        w,
+        w["alpha"],
+        "add",
+        "--title",
+        "Alpha builds with bazel 7",
+        "--body",
+        "The alpha monorepo builds with bazel 7; run bazel build //...",
+    )
     assert added["status"] == "created" and added["scope"] == "alpha"
     kb = w["home"] / "kb"
     text = (kb / "note" / f"{added['id']}.md").read_text()
@@ -137,8 +161,15 @@ def test_an_entry_added_in_one_project_is_found_there_and_not_in_the_other(world
     assert yaml.safe_load((kb / "projects.yaml").read_text()) == {"alpha": "github.com/acme/alpha"}
     shown = git(kb, "show", "--stat", "--format=", "HEAD")
     assert "projects.yaml" in shown and f"{added['id']}.md" in shown  # one commit, both files
-    _, glob_ = cli(w, w["outside"], "add", "--title", "Prefer rg over grep",
-                   "--body", "The user prefers ripgrep (rg) over grep in every repository.")  # fmt: skip
+    _, glob_ = cli(
+        w,
+        w["outside"],
+        "add",
+        "--title",
+        "Prefer rg over grep",
+        "--body",
+        "The user prefers ripgrep (rg) over grep in every repository.",
+    )
     assert glob_["scope"] == "global"
 
     query = "how does the alpha monorepo build with bazel"
@@ -168,22 +199,54 @@ def test_an_entry_added_in_one_project_is_found_there_and_not_in_the_other(world
     assert "alpha" in refused["error"]["message"]  # names the projects there are
 
     # dedup stays within what the new entry's scope sees
-    _, again = cli(w, w["beta"], "add", "--title", "Alpha builds with bazel 7",
-                   "--body", "The alpha monorepo builds with bazel 7; run bazel build //...")  # fmt: skip
+    _, again = cli(
+        w,
+        w["beta"],
+        "add",
+        "--title",
+        "Alpha builds with bazel 7",
+        "--body",
+        "The alpha monorepo builds with bazel 7; run bazel build //...",
+    )
     assert again["status"] == "created" and again["scope"] == "beta"
-    _, dup = cli(w, w["alpha_wt"], "add", "--title", "Alpha builds with bazel 7",
-                 "--body", "The alpha monorepo builds with bazel 7; run bazel build //...")  # fmt: skip
+    _, dup = cli(
+        w,
+        w["alpha_wt"],
+        "add",
+        "--title",
+        "Alpha builds with bazel 7",
+        "--body",
+        "The alpha monorepo builds with bazel 7; run bazel build //...",
+    )
     assert dup["status"] == "duplicate" and dup["duplicate_of"] == added["id"]
     assert ScopeMap.read(kb).names == {"alpha": "github.com/acme/alpha", "beta": w["beta_id"]}
 
     # a supersede keeps the old entry's scope unless told
-    _, preview = cli(w, w["outside"], "supersede", added["id"], "--title",
-                     "Alpha builds with bazel 8", "--body", "Since May alpha builds with bazel 8.",
-                     "--confirm")  # fmt: skip
+    _, preview = cli(
+        w,
+        w["outside"],
+        "supersede",
+        added["id"],
+        "--title",
+        "Alpha builds with bazel 8",
+        "--body",
+        "Since May alpha builds with bazel 8.",
+        "--confirm",
+    )
     assert preview["status"] == "superseded" and preview["scope"] == "alpha"
-    _, moved = cli(w, w["alpha"], "supersede", glob_["id"], "--title", "Prefer rg here",
-                   "--body", "In alpha the user prefers ripgrep.", "--scope", "project",
-                   "--confirm")  # fmt: skip
+    _, moved = cli(
+        w,
+        w["alpha"],
+        "supersede",
+        glob_["id"],
+        "--title",
+        "Prefer rg here",
+        "--body",
+        "In alpha the user prefers ripgrep.",
+        "--scope",
+        "project",
+        "--confirm",
+    )
     assert moved["scope"] == "alpha"
 
 
@@ -202,8 +265,11 @@ def test_the_proxy_takes_the_clients_roots_else_its_own_folder(world):
     with_roots = ProxySession(w["home"], w["cache"], cwd=w["outside"], MEMORY_AGENT_CLOCK=CLOCK)
     try:
         with_roots.initialize(roots=[w["beta"]])
-        reply = with_roots.call("memory_add", title="Beta deploys on Fridays",
-                                body="The beta service is deployed every Friday at noon.")  # fmt: skip
+        reply = with_roots.call(
+            "memory_add",
+            title="Beta deploys on Fridays",
+            body="The beta service is deployed every Friday at noon.",
+        )
         assert reply["structuredContent"]["scope"] == "beta", reply
         assert with_roots.roots_asked == 1
     finally:
@@ -217,8 +283,11 @@ def test_the_proxy_takes_the_clients_roots_else_its_own_folder(world):
         assert "beta-deploys-on-fridays" in ids(found["structuredContent"])
         assert plain.roots_asked == 0
         # no roots: the folder the client started the proxy in is the session's project
-        added = plain.call("memory_add", title="Alpha lints with ruff",
-                           body="The alpha repository lints with ruff check.")  # fmt: skip
+        added = plain.call(
+            "memory_add",
+            title="Alpha lints with ruff",
+            body="The alpha repository lints with ruff check.",
+        )
         assert added["structuredContent"]["scope"] == "alpha", added
     finally:
         plain.close()
@@ -242,15 +311,31 @@ def hook(w, event, payload):
 def turn(w, session, cwd, prompt, command, answer):
     base = {"session_id": session, "cwd": str(cwd), "transcript_path": "/nonexistent"}
     hook(w, "prompt", {**base, "hook_event_name": "UserPromptSubmit", "prompt": prompt})
-    hook(w, "tool", {**base, "hook_event_name": "PostToolUse", "tool_name": "Bash",
-                     "tool_input": {"command": command},
-                     "tool_response": {"stdout": "ok", "exit_code": 0}})  # fmt: skip
+    hook(
+        w,
+        "tool",
+        {
+            **base,
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+            "tool_response": {"stdout": "ok", "exit_code": 0},
+        },
+    )
     hook(w, "stop", {**base, "hook_event_name": "Stop", "last_assistant_message": answer})
 
 
 def injected(w, session, cwd, prompt):
-    out = hook(w, "prompt", {"session_id": session, "cwd": str(cwd), "prompt": prompt,
-                             "hook_event_name": "UserPromptSubmit"})  # fmt: skip
+    out = hook(
+        w,
+        "prompt",
+        {
+            "session_id": session,
+            "cwd": str(cwd),
+            "prompt": prompt,
+            "hook_event_name": "UserPromptSubmit",
+        },
+    )
     return json.loads(out)["hookSpecificOutput"]["additionalContext"] if out.strip() else ""
 
 
@@ -290,9 +375,17 @@ def test_a_prompt_in_one_project_never_injects_the_others_episodes(world):
 def test_the_injection_never_exceeds_its_budget(world, tmp_path):
     w = world
     for n in range(12):
-        cli(w, w["outside"], "add", "--title", f"Deploy checklist step {n}", "--force",
-            "--body", f"Deploy checklist step {n}: " + "verify the canary metrics and the "
-            "error budget before promoting the release to every region. " * 6)  # fmt: skip
+        cli(
+            w,
+            w["outside"],
+            "add",
+            "--title",
+            f"Deploy checklist step {n}",
+            "--force",
+            "--body",
+            f"Deploy checklist step {n}: " + "verify the canary metrics and the "
+            "error budget before promoting the release to every region. " * 6,
+        )
     prompt = "what is on the deploy checklist before promoting a release?"
     DaemonClient(w["home"]).stop(wait=True)
     (w["home"] / "config.toml").write_text("inject_budget = 1200\nrecall_limit = 10\n")
@@ -311,8 +404,14 @@ def test_the_injection_never_exceeds_its_budget(world, tmp_path):
 
 # -- the gate ---------------------------------------------------------------------------------
 def test_a_lesson_stays_in_its_project_until_it_recurs_in_another():
-    one = Lesson("k", "npm test", "boom", episodes=["e1", "e2"], sessions=["s1", "s2"],
-                 projects=["github.com/acme/alpha"])  # fmt: skip
+    one = Lesson(
+        "k",
+        "npm test",
+        "boom",
+        episodes=["e1", "e2"],
+        sessions=["s1", "s2"],
+        projects=["github.com/acme/alpha"],
+    )
     assert one.scope == "github.com/acme/alpha"
     assert Lesson("k", "c", "e", projects=["github.com/acme/alpha", "/x/beta"]).scope == "global"
     assert Lesson("k", "c", "e", projects=["github.com/acme/alpha", ""]).scope == "global"
@@ -324,10 +423,24 @@ def test_the_browser_filters_by_scope_and_shows_it(world):
     from tests.issues.test_12_ui import UI, request
 
     w = world
-    _, alpha = cli(w, w["alpha"], "add", "--title", "Alpha uses protobuf edition 2023",
-                   "--body", "The alpha services define messages in protobuf edition 2023.")  # fmt: skip
-    _, glob_ = cli(w, w["outside"], "add", "--title", "Always sign commits",
-                   "--body", "The user signs every commit with an ssh key.")  # fmt: skip
+    _, alpha = cli(
+        w,
+        w["alpha"],
+        "add",
+        "--title",
+        "Alpha uses protobuf edition 2023",
+        "--body",
+        "The alpha services define messages in protobuf edition 2023.",
+    )
+    _, glob_ = cli(
+        w,
+        w["outside"],
+        "add",
+        "--title",
+        "Always sign commits",
+        "--body",
+        "The user signs every commit with an ssh key.",
+    )
     ui = UI(w["home"], w["cache"])
     try:
         cookie = {"Cookie": f"memory_agent_ui={ui.token}"}
@@ -354,12 +467,39 @@ def fix_turn(w, session, cwd, n, command, error):
     """A failure, an edit, the same command succeeding: one verified failure -> fix."""
     base = {"session_id": session, "cwd": str(cwd), "transcript_path": "/nonexistent"}
     hook(w, "prompt", {**base, "hook_event_name": "UserPromptSubmit", "prompt": f"check {n}"})
-    hook(w, "tool-failure", {**base, "hook_event_name": "PostToolUseFailure", "tool_name": "Bash",
-                             "tool_input": {"command": command}, "error": f"Exit code 1\n{error}"})  # fmt: skip
-    hook(w, "tool", {**base, "hook_event_name": "PostToolUse", "tool_name": "Edit",
-                     "tool_input": {"file_path": f"{cwd}/setup.cfg"}, "tool_response": {}})  # fmt: skip
-    hook(w, "tool", {**base, "hook_event_name": "PostToolUse", "tool_name": "Bash",
-                     "tool_input": {"command": command}, "tool_response": {"stdout": "ok"}})  # fmt: skip
+    hook(
+        w,
+        "tool-failure",
+        {
+            **base,
+            "hook_event_name": "PostToolUseFailure",
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+            "error": f"Exit code 1\n{error}",
+        },
+    )
+    hook(
+        w,
+        "tool",
+        {
+            **base,
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Edit",
+            "tool_input": {"file_path": f"{cwd}/setup.cfg"},
+            "tool_response": {},
+        },
+    )
+    hook(
+        w,
+        "tool",
+        {
+            **base,
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+            "tool_response": {"stdout": "ok"},
+        },
+    )
     hook(w, "stop", {**base, "hook_event_name": "Stop", "last_assistant_message": "fixed"})
 
 
@@ -400,8 +540,10 @@ def test_a_corpus_is_global_unless_its_scope_says_otherwise(world):
     shared.mkdir()
     (shared / "style.md").write_text("# Style\n\nWrite commit subjects in the imperative.\n")
     repos = w["home"] / "repos.json"
-    rows = [{"label": "alpha-docs", "path": str(docs), "scope": "project"},
-            {"label": "handbook", "path": str(shared)}]  # fmt: skip
+    rows = [
+        {"label": "alpha-docs", "path": str(docs), "scope": "project"},
+        {"label": "handbook", "path": str(shared)},
+    ]
     repos.write_text(json.dumps(rows))
     DaemonClient(w["home"]).admin("refresh")
     query = "how do I page the alpha on-call"

@@ -27,7 +27,7 @@ def note(kb, entry_id, body, folder="note"):
 def test_a_secret_in_a_commit_message_is_never_pushed(tmp_path):
     """A token pasted into a commit message (a commit by hand) was pushed: only the files were
     scanned. Fails at the `pytest.raises` (the round pushed) and at the remote's log."""
-    from memory_agent.sync.remote import SecretFound
+    from memory_agent.sync.publish import SecretFound
 
     kb, remote, syncer = kb_with_remote(tmp_path)
     since = head_of(kb)
@@ -58,7 +58,8 @@ def test_a_token_in_any_part_of_the_remote_urls_userinfo_is_never_shown_or_store
     only `user:password@` was masked (and a password holding `@` kept its tail). Fails at
     the first `TOKEN not in` (the set reply)."""
     from memory_agent.kb.gitrepo import KBRepo
-    from memory_agent.sync.remote import RemoteUnreachable, Syncer
+    from memory_agent.sync.remote import Syncer
+    from memory_agent.sync.transport import RemoteUnreachable
 
     kb = tmp_path / "kb"
     KBRepo.init(kb)
@@ -74,7 +75,7 @@ def test_a_token_in_any_part_of_the_remote_urls_userinfo_is_never_shown_or_store
 
 
 def test_a_user_name_without_a_password_in_an_ssh_url_is_shown():
-    from memory_agent.sync.remote import shown
+    from memory_agent.sync.transport import shown
 
     assert shown("ssh://git@example.com/me/memory.git") == "ssh://git@example.com/me/memory.git"
     assert shown("git@example.com:me/memory.git") == "git@example.com:me/memory.git"
@@ -99,8 +100,24 @@ def test_a_round_during_a_rebase_pushes_nothing_and_names_it(tmp_path):
     commit(kb, "private")
     head = head_of(kb)
     env = dict(os.environ, GIT_SEQUENCE_EDITOR="sed -i -e '2s/^pick/edit/'")
-    subprocess.run(["git", "-C", str(kb), "-c", "user.name=p", "-c", "user.email=p@x",
-                    "rebase", "-q", "-i", "HEAD~2"], env=env, check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(kb),
+            "-c",
+            "user.name=p",
+            "-c",
+            "user.email=p@x",
+            "rebase",
+            "-q",
+            "-i",
+            "HEAD~2",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     with pytest.raises(RepoBusy) as caught:
         syncer.run()
     assert "in the middle of a rebase" in caught.value.message
@@ -221,8 +238,13 @@ def test_the_same_new_id_in_two_type_folders_is_kept_twice_under_two_ids(tmp_pat
     report = b.run()
     assert report["renamed"] == [{"id": "deploy-window", "replayed_as": "deploy-window-2"}]
     entries = sorted(str(p.relative_to(kb_b)) for p in kb_b.glob("*/*.md"))
-    assert entries == ["fact/deploy-window.md", "note/deploy-window-2.md", "note/from-a.md",
-                       "note/from-b.md", "note/on-deploys.md"]  # fmt: skip
+    assert entries == [
+        "fact/deploy-window.md",
+        "note/deploy-window-2.md",
+        "note/from-a.md",
+        "note/from-b.md",
+        "note/on-deploys.md",
+    ]
     moved = (kb_b / "note" / "deploy-window-2.md").read_text()
     assert "id: deploy-window-2" in moved and "Thursday 14:00" in moved
     assert "[[deploy-window-2]]" in (kb_b / "note" / "on-deploys.md").read_text()
@@ -270,7 +292,7 @@ def test_a_secret_in_a_file_that_was_a_symbolic_link_is_never_pushed(tmp_path):
     pushed. Fails at the `pytest.raises`."""
     import os
 
-    from memory_agent.sync.remote import SecretFound
+    from memory_agent.sync.publish import SecretFound
 
     kb, remote, syncer = kb_with_remote(tmp_path)
     (kb / "note").mkdir()
@@ -455,8 +477,12 @@ def test_a_relative_path_as_url_is_the_one_the_person_typed(pair):  # noqa: F811
     def cli(*args):
         proc = subprocess.run(
             [sys.executable, "-m", "memory_agent", *args, "--home", str(a.path), "--json"],
-            capture_output=True, text=True, env=a.env, timeout=300, cwd=work,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=a.env,
+            timeout=300,
+            cwd=work,
+        )
         return proc.returncode, json.loads(proc.stdout)
 
     code, reply = cli("remote", "set", relative)
@@ -500,12 +526,18 @@ def test_both_sides_superseding_into_the_same_new_id_is_a_fork_in_any_file_order
 
     def supersede(kb, body):
         old = kb / "note" / "deploy-window.md"
-        old.write_text(old.read_text().replace("status: active\n", "status: superseded\n"
-                       "superseded_by: deploy-windows\nsuperseded_at: 2026-11-02T00:00:00Z\n"))  # fmt: skip
+        old.write_text(
+            old.read_text().replace(
+                "status: active\n",
+                "status: superseded\n"
+                "superseded_by: deploy-windows\nsuperseded_at: 2026-11-02T00:00:00Z\n",
+            )
+        )
         note(kb, "deploy-windows", body)
         new = kb / "note" / "deploy-windows.md"
-        new.write_text(new.read_text().replace("---\n" + body, "supersedes: [deploy-window]\n"
-                                                "---\n" + body))  # fmt: skip
+        new.write_text(
+            new.read_text().replace("---\n" + body, "supersedes: [deploy-window]\n---\n" + body)
+        )
         git(kb, "add", "-A")
         commit(kb, "supersede deploy-window")
 

@@ -137,7 +137,7 @@ def head_of(kb) -> str:
 def test_the_secret_scan_reads_every_blob_with_one_git_process(tmp_path, monkeypatch):
     import pytest
 
-    from memory_agent.sync.remote import SecretFound
+    from memory_agent.sync.publish import SecretFound
 
     kb, remote, syncer = kb_with_remote(tmp_path)
     since = head_of(kb)
@@ -248,8 +248,11 @@ def test_a_sync_embeds_the_incoming_entries_before_it_takes_the_write_lock(pair)
     paused = b.path / "run" / "fault-pause-sync-embed"
     syncing = subprocess.Popen(
         [sys.executable, "-m", "memory_agent", "sync", "--home", str(b.path), "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=b.env,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=b.env,
+    )
     try:
         # the CLI prints the progress it reads from status while the round embeds
         line = ""

@@ -33,8 +33,11 @@ class Home:
     def cli(self, *args, check=True):
         proc = subprocess.run(
             [sys.executable, "-m", "memory_agent", *args, "--home", str(self.path), "--json"],
-            capture_output=True, text=True, env=self.env, timeout=300,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=300,
+        )
         if check and proc.returncode != 0:
             raise AssertionError(proc.stderr or proc.stdout)
         return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else {}
@@ -179,12 +182,33 @@ def test_supersede_on_both_sides_is_a_fork_and_supersede_archive_ends_superseded
     other = a.add("Backup schedule", "Backups run at 02:00.")
     a.sync()
     b.sync()
-    a.cli("supersede", shared, "--title", "Staging database host", "--body",
-          "Staging moved to db-stg-2.", "--confirm")  # fmt: skip
-    b.cli("supersede", shared, "--title", "Staging database host (new)", "--body",
-          "Staging runs on db-stg-3 since the migration.", "--confirm")  # fmt: skip
-    a.cli("supersede", other, "--title", "Backup schedule", "--body", "Backups run at 03:00.",
-          "--confirm")  # fmt: skip
+    a.cli(
+        "supersede",
+        shared,
+        "--title",
+        "Staging database host",
+        "--body",
+        "Staging moved to db-stg-2.",
+        "--confirm",
+    )
+    b.cli(
+        "supersede",
+        shared,
+        "--title",
+        "Staging database host (new)",
+        "--body",
+        "Staging runs on db-stg-3 since the migration.",
+        "--confirm",
+    )
+    a.cli(
+        "supersede",
+        other,
+        "--title",
+        "Backup schedule",
+        "--body",
+        "Backups run at 03:00.",
+        "--confirm",
+    )
     b.cli("archive", other, "--reason", "backups moved to the provider", "--confirm")
     a.sync()
     _, report = b.sync()
@@ -223,8 +247,10 @@ def test_hand_edits_on_both_sides_keep_upstream_and_a_variant(pair):
     entry = a.add("Release checklist", "1. tag\n2. build\n3. publish")
     a.sync()
     b.sync()
-    for home, text in ((a, "1. tag\n2. build\n3. publish\n4. announce"),
-                       (b, "1. tag\n2. test\n3. build\n4. publish")):  # fmt: skip
+    for home, text in (
+        (a, "1. tag\n2. build\n3. publish\n4. announce"),
+        (b, "1. tag\n2. test\n3. build\n4. publish"),
+    ):
         path = home.kb / "note" / f"{entry}.md"
         path.write_text(path.read_text().replace("1. tag\n2. build\n3. publish", text))
         git(home.kb, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qam", "hand edit")
@@ -300,8 +326,10 @@ def test_a_push_the_remote_refuses_by_its_own_rule_is_named_so_not_retried_as_a_
     assert report["pushed"] == 1
     published = subprocess.run(
         ["git", "-C", str(remote), "ls-tree", "-r", "--name-only", report["branch"]],
-        capture_output=True, text=True, check=True,
-    ).stdout.split()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert any(name.endswith(f"/{a_id}.md") for name in published), published
 
 
@@ -336,9 +364,11 @@ def test_a_secret_is_never_pushed(pair):
     a.sync()
     path = a.kb / "note" / "leak.md"
     path.parent.mkdir(exist_ok=True)
-    path.write_text("---\nid: leak\ntitle: Leak\ntype: note\nstatus: active\n"
-                    "created: 2026-11-01T00:00:00Z\n---\n"
-                    "token ghp_abcdefghijklmnopqrstuvwxyz0123456789\n")  # fmt: skip
+    path.write_text(
+        "---\nid: leak\ntitle: Leak\ntype: note\nstatus: active\n"
+        "created: 2026-11-01T00:00:00Z\n---\n"
+        "token ghp_abcdefghijklmnopqrstuvwxyz0123456789\n"
+    )
     git(a.kb, "add", "note/leak.md")
     git(a.kb, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qm", "oops")
     code, err = a.sync(check=False)

@@ -56,8 +56,11 @@ def test_a_team_kb_is_shared_between_two_homes_without_a_rebuild(homes):
     _, added = a.cli("kb", "add", "team", str(remote))
     assert added["name"] == "team" and added["writable"] and added["entries"] == 0
     assert remote_head(remote) == git(a.team, "rev-parse", "HEAD").strip()  # first commit pushed
-    tid = a.add_to("team", "The staging database is reset nightly",
-                   "Staging Postgres is reset from a snapshot at 02:00 UTC every night.")  # fmt: skip
+    tid = a.add_to(
+        "team",
+        "The staging database is reset nightly",
+        "Staging Postgres is reset from a snapshot at 02:00 UTC every night.",
+    )
     assert tid.startswith("team:")
     assert git(a.kb, "log", "--format=%s").count("memory:") == 0  # the personal KB untouched
     assert f"memory: add {tid.split(':', 1)[1]}" in git(a.team, "log", "--format=%s")
@@ -74,8 +77,11 @@ def test_a_team_kb_is_shared_between_two_homes_without_a_rebuild(homes):
     assert [(k["name"], k["entries"]) for k in listed["kbs"]] == [("personal", 0), ("team", 1)]
 
     # bob writes to the team; alice's next round pulls it and her index follows the files
-    bid = b.add_to("team", "Feature flags live in LaunchDarkly",
-                   "Every feature flag is defined in LaunchDarkly, never in code.")  # fmt: skip
+    bid = b.add_to(
+        "team",
+        "Feature flags live in LaunchDarkly",
+        "Every feature flag is defined in LaunchDarkly, never in code.",
+    )
     b.sync()
     a.sync()
     assert a.hits("where are feature flags defined")[bid]["kb"] == "team"
@@ -102,11 +108,19 @@ def test_one_id_in_two_kbs_is_two_entries_and_dedup_looks_across_kbs(homes):
 
     # what the team KB already says is not copied into the personal KB (nor the reverse)
     said = a.add_to("team", "Use uv for locking", "Lock Python dependencies with uv lock.")
-    _, dup = a.cli("add", "--title", "Use uv for locking", "--body",
-                   "Lock Python dependencies with uv lock.")  # fmt: skip
+    _, dup = a.cli(
+        "add", "--title", "Use uv for locking", "--body", "Lock Python dependencies with uv lock."
+    )
     assert dup["status"] == "duplicate" and dup["duplicate_of"] == said == "team:use-uv-for-locking"
-    _, dup = a.cli("add", "--kb", "team", "--title", "Deploy window",
-                   "--body", "I deploy my side projects on Fridays.")  # fmt: skip
+    _, dup = a.cli(
+        "add",
+        "--kb",
+        "team",
+        "--title",
+        "Deploy window",
+        "--body",
+        "I deploy my side projects on Fridays.",
+    )
     assert dup["status"] == "duplicate" and dup["duplicate_of"] == mine
 
 
@@ -115,8 +129,15 @@ def test_supersede_and_archive_of_a_team_entry_land_in_the_team_kb(homes):
     a.cli("kb", "add", "team", str(remote))
     old = a.add_to("team", "CI runs on Jenkins", "Our CI runs on the Jenkins box in the lab.")
     personal_head = git(a.kb, "rev-parse", "HEAD")
-    _, new = a.cli("supersede", old, "--title", "CI runs on GitHub Actions",
-                   "--body", "CI moved from Jenkins to GitHub Actions in November.", "--confirm")  # fmt: skip
+    _, new = a.cli(
+        "supersede",
+        old,
+        "--title",
+        "CI runs on GitHub Actions",
+        "--body",
+        "CI moved from Jenkins to GitHub Actions in November.",
+        "--confirm",
+    )
     assert new["status"] == "superseded" and new["old_id"] == old and new["id"].startswith("team:")
     local_new = new["id"].split(":", 1)[1]
     assert (a.team / "note" / f"{local_new}.md").is_file()
@@ -128,8 +149,9 @@ def test_supersede_and_archive_of_a_team_entry_land_in_the_team_kb(homes):
     assert [s["id"] for s in hist["chain"]] == [old, new["id"]]
     ids = a.hits("which CI system do we use")
     assert new["id"] in ids and old not in ids
-    _, archived = a.cli("archive", new["id"], "--reason", "we stopped tracking CI here",
-                        "--confirm")  # fmt: skip
+    _, archived = a.cli(
+        "archive", new["id"], "--reason", "we stopped tracking CI here", "--confirm"
+    )
     assert archived["status"] == "archived" and archived["id"] == new["id"]
     assert git(a.kb, "rev-parse", "HEAD") == personal_head
 
@@ -144,8 +166,9 @@ def test_a_read_only_kb_refuses_writes_pulls_and_never_pushes(homes):
     assert b.hits("when does the on-call rotation change")[tid]["writable"] is False
     err = b.error("add", "--kb", "team", "--title", "A note", "--body", "Some text here.")
     assert err["code"] == "read_only" and "kb remove team" in err["fix"]
-    err = b.error("supersede", tid, "--title", "On-call rotates daily", "--body", "Daily.",
-                  "--confirm")  # fmt: skip
+    err = b.error(
+        "supersede", tid, "--title", "On-call rotates daily", "--body", "Daily.", "--confirm"
+    )
     assert err["code"] == "read_only"
     err = b.error("archive", tid, "--reason", "old", "--confirm")
     assert err["code"] == "read_only"
@@ -221,8 +244,15 @@ def test_scopes_apply_inside_the_team_kb(homes, tmp_path):
     other.mkdir()
     git(other, "init", "-q")
     git(other, "remote", "add", "origin", "https://github.com/acme/beta.git")
-    tid = a.add_to("team", "Alpha builds with Bazel", "The alpha repository builds with Bazel.",
-                   "--scope", "project", "--project", str(project))  # fmt: skip
+    tid = a.add_to(
+        "team",
+        "Alpha builds with Bazel",
+        "The alpha repository builds with Bazel.",
+        "--scope",
+        "project",
+        "--project",
+        str(project),
+    )
     assert "alpha: github.com/acme/alpha" in (a.team / "projects.yaml").read_text()
     assert "scope: alpha" in (a.team / "note" / "alpha-builds-with-bazel.md").read_text()
     assert not (a.kb / "projects.yaml").exists()  # the team's map, not the personal one
@@ -231,9 +261,17 @@ def test_scopes_apply_inside_the_team_kb(homes, tmp_path):
     assert tid not in a.hits(query, "--project", str(other))
     assert tid in a.hits(query, "--scope", "all")
     # dedup inside the project sees the team's entry from the personal KB too
-    _, dup = a.cli("add", "--title", "Alpha builds with Bazel", "--body",
-                   "The alpha repository builds with Bazel.", "--scope", "project",
-                   "--project", str(project))  # fmt: skip
+    _, dup = a.cli(
+        "add",
+        "--title",
+        "Alpha builds with Bazel",
+        "--body",
+        "The alpha repository builds with Bazel.",
+        "--scope",
+        "project",
+        "--project",
+        str(project),
+    )
     assert dup["status"] == "duplicate" and dup["duplicate_of"] == tid
 
 
@@ -266,8 +304,9 @@ def test_the_kb_filter_is_pushed_down_to_qdrant(tmp_path, server):
         Filter(sources=("kb", "kb:team"), statuses=("active",)),
         Filter(sources=("kb:ops",), scopes=("global", "alpha")),
     ):
-        expected = {d.id for d in docs if flt.matches({**d.meta, "doc_id": d.id,
-                                                         "source": d.source})}  # fmt: skip
+        expected = {
+            d.id for d in docs if flt.matches({**d.meta, "doc_id": d.id, "source": d.source})
+        }
         assert expected, flt
         assert {snap.doc_of(c) for c, _ in snap.channels(flt).dense(query, 500)} == expected, flt
     index.close()
@@ -312,11 +351,19 @@ def test_the_browser_shows_and_filters_by_kb_and_a_team_entrys_history(homes, sh
         _, _, form = request(ui.base + "/add", headers=cookie)
         assert '<option value="personal"' in form and '<option value="team"' in form
         csrf = re.search(r'name="csrf" value="([^"]+)"', form).group(1)
-        post = {"csrf": csrf, "title": "Restores take an hour", "type": "fact", "kb": "team",
-                "body": "A full restore of the main database takes about an hour."}  # fmt: skip
-        status, _, done = request(ui.base + "/entry/add", method="POST",
-                                  data=urlencode(post).encode(), headers={**cookie,
-                                  "Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+        post = {
+            "csrf": csrf,
+            "title": "Restores take an hour",
+            "type": "fact",
+            "kb": "team",
+            "body": "A full restore of the main database takes about an hour.",
+        }
+        status, _, done = request(
+            ui.base + "/entry/add",
+            method="POST",
+            data=urlencode(post).encode(),
+            headers={**cookie, "Content-Type": "application/x-www-form-urlencoded"},
+        )
         assert status == 200 and "Created" in done and "team:restores-take-an-hour" in done
         assert (a.team / "fact" / "restores-take-an-hour.md").is_file()
         assert not (a.kb / "fact" / "restores-take-an-hour.md").exists()
@@ -355,13 +402,31 @@ def test_a_team_write_cut_by_a_crash_is_finished_in_the_team_kb(homes):
     before = git(a.team, "rev-parse", "HEAD").strip()
     personal = git(a.kb, "rev-parse", "HEAD").strip()
     proc = subprocess.run(
-        [sys.executable, "-m", "memory_agent", "add", "--kb", "team", "--title",
-         "Written as the daemon died", "--body", "The daemon died after writing this file.",
-         "--home", str(a.path), "--json"],
-        capture_output=True, text=True, timeout=300,
-        env=env_for(a.path, a.cache, MEMORY_AGENT_CLOCK="2026-11-30T09:00:00Z",
-                    MEMORY_AGENT_FAULT="after-write"),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "memory_agent",
+            "add",
+            "--kb",
+            "team",
+            "--title",
+            "Written as the daemon died",
+            "--body",
+            "The daemon died after writing this file.",
+            "--home",
+            str(a.path),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env_for(
+            a.path,
+            a.cache,
+            MEMORY_AGENT_CLOCK="2026-11-30T09:00:00Z",
+            MEMORY_AGENT_FAULT="after-write",
+        ),
+    )
     assert proc.returncode == 2 and "stopped answering" in proc.stdout
     assert git(a.team, "rev-parse", "HEAD").strip() == before  # written, not committed
     pending = a.path / "run" / "kbs" / "team" / "pending"
@@ -369,8 +434,10 @@ def test_a_team_write_cut_by_a_crash_is_finished_in_the_team_kb(homes):
     nxt = a.add_to("team", "Another team entry", "Written after the crash.")
     assert not list(pending.glob("*.json"))
     log = git(a.team, "log", "--format=%s", f"{before}..HEAD").split("\n")
-    assert log[:2] == [f"memory: add {nxt.split(':', 1)[1]}",
-                       "memory: add written-as-the-daemon-died (recovered)"]  # fmt: skip
+    assert log[:2] == [
+        f"memory: add {nxt.split(':', 1)[1]}",
+        "memory: add written-as-the-daemon-died (recovered)",
+    ]
     assert git(a.kb, "rev-parse", "HEAD").strip() == personal  # nothing in the personal KB
     assert "team:written-as-the-daemon-died" in a.hits("what did the daemon write as it died")
 

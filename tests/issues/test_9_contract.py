@@ -68,8 +68,12 @@ def test_every_parameter_is_described_and_bounded(tools):
 def test_tools_are_annotated_so_clients_can_auto_approve_reads(tools):
     reads = {n for n, t in tools.items() if t["annotations"].get("readOnlyHint")}
     assert reads == {
-        "memory_search", "memory_get", "memory_history", "memory_index_status", "memory_proposals"
-    }  # fmt: skip
+        "memory_search",
+        "memory_get",
+        "memory_history",
+        "memory_index_status",
+        "memory_proposals",
+    }
     destructive = {n for n, t in tools.items() if t["annotations"].get("destructiveHint")}
     assert destructive == {"memory_supersede", "memory_archive"}
     assert tools["memory_set_importance"]["annotations"]["idempotentHint"] is True

@@ -109,8 +109,15 @@ def test_the_proxy_answers_at_once_on_a_home_without_a_knowledge_base(tmp_path, 
     home = tmp_path / "typo-home"
     s = ProxySession(home, shared_cache)
     try:
-        reply = s.send("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                      "clientInfo": {"name": "t", "version": "1"}}, timeout=10)  # fmt: skip
+        reply = s.send(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+            timeout=10,
+        )
         assert reply["result"]["serverInfo"]["name"] == "memory-agent"
         names = {t["name"] for t in s.send("tools/list", timeout=10)["result"]["tools"]}
         assert "memory_search" in names

@@ -64,3 +64,23 @@ def daemon_pids(home: Path) -> list[int]:
         if "daemon" in args and str(home) in args and any("memory_agent" in a for a in args):
             pids.append(int(entry.name))
     return pids
+
+
+def kill_daemon(pid: int, timeout: float = 30.0) -> None:
+    """SIGKILL a daemon and return once it is dead (gone, or a zombie nobody reaped yet): its
+    socket and locks are then free for the next one. A bounded wait on the process itself, not
+    a guess at how long dying takes."""
+    import signal
+    import time
+
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return  # gone
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"daemon {pid} still alive {timeout} s after SIGKILL")

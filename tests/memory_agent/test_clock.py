@@ -17,10 +17,16 @@ NOON = 1796040000.0  # 2026-11-30T12:00:00Z
 
 @pytest.mark.parametrize(
     "value",
-    ["2026-11-30T12:00:00Z", "2026-11-30T12:00:00+00:00", "2026-11-30T13:00:00+01:00",
-     "2026-11-30T12:00:00", " 2026-11-30T12:00:00Z ", dt.datetime(2026, 11, 30, 12),
-     dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)],
-)  # fmt: skip
+    [
+        "2026-11-30T12:00:00Z",
+        "2026-11-30T12:00:00+00:00",
+        "2026-11-30T13:00:00+01:00",
+        "2026-11-30T12:00:00",
+        " 2026-11-30T12:00:00Z ",
+        dt.datetime(2026, 11, 30, 12),
+        dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC),
+    ],
+)
 def test_a_time_is_read_with_or_without_its_offset_and_without_one_as_utc(value):
     assert parse_time(value) == NOON
 
@@ -59,9 +65,15 @@ def test_a_ranking_signal_without_a_readable_time_is_left_out():
 
 
 def test_an_entry_with_an_unreadable_date_is_invalid_and_a_yaml_date_is_not():
-    meta = {"id": "x", "title": "X", "type": "fact", "created": "last tuesday",
-            "updated": 1796040000, "superseded_at": dt.date(2026, 11, 30),
-            "archived_at": dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)}  # fmt: skip
+    meta = {
+        "id": "x",
+        "title": "X",
+        "type": "fact",
+        "created": "last tuesday",
+        "updated": 1796040000,
+        "superseded_at": dt.date(2026, 11, 30),
+        "archived_at": dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC),
+    }
     problems = [p for p in validate(meta, "body") if " is not a date" in p]
     assert problems == [
         "created: 'last tuesday' is not a date; use ISO 8601 like 2026-11-30T09:00:00Z",

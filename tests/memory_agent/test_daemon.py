@@ -15,7 +15,7 @@ from memory_agent import config
 from memory_agent.client import DaemonClient
 from memory_agent.index.memory import Memory
 from memory_agent.serve.tools import TOOL_NAMES
-from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for
+from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for, kill_daemon
 
 
 @pytest.fixture
@@ -178,8 +178,7 @@ def test_a_killed_daemon_is_restarted_by_the_next_call(home, shared_cache):
         DaemonClient(home).admin("refresh")  # wait for the model and the first index
         assert _structured(s.call("memory_index_status"))["consistent"]
         [pid] = daemon_pids(home)
-        os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
+        kill_daemon(pid)
         status = _structured(s.call("memory_index_status"))  # read-only: retried after restart
         assert status["entries"] == 79
         [new_pid] = daemon_pids(home)
@@ -245,8 +244,7 @@ def test_a_daemon_stopped_between_calls_gets_the_next_write_sent_again(home, sha
 def _faulty_daemon(home, cache):
     """A daemon that SIGKILLs itself in the middle of its next write (after the commit)."""
     for pid in daemon_pids(home):
-        os.kill(pid, signal.SIGKILL)
-    time.sleep(0.2)
+        kill_daemon(pid)
     proc = subprocess.Popen(
         [sys.executable, "-m", "memory_agent", "daemon", "--home", str(home)],
         env=env_for(home, cache, MEMORY_AGENT_FAULT="after-commit"),

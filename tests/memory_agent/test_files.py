@@ -29,8 +29,10 @@ def holder(tmp_path):
     path = tmp_path / "home.lock"
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(path)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().strip() == "held"
         yield path, proc
@@ -83,8 +85,12 @@ def test_a_holder_with_a_raw_flock_is_named_too(tmp_path):
         "import fcntl, sys\nfh = open(sys.argv[1], 'a+')\nfcntl.flock(fh, fcntl.LOCK_EX)\n"
         "print('held', flush=True)\nsys.stdin.read()\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().strip() == "held"
         assert FileLock(path).holder() == proc.pid
@@ -152,8 +158,12 @@ def test_a_crash_while_replacing_leaves_the_old_file_and_a_temp_naming_the_proce
         "with replacing(Path(sys.argv[1]), gz=True) as fh:\n"
         "    fh.write(b'new' * 100000)\n    print('writing', flush=True)\n    sys.stdin.read()\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code, str(dest)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(dest)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().strip() == "writing"
     finally:

@@ -42,7 +42,7 @@ def test_the_hook_command_imports_only_the_standard_library(tmp_path, shared_cac
             "tool_name": "Bash",
             "tool_input": {"command": "make"},
             "tool_response": {"stdout": "ok", "exit_code": 0},
-        },  # fmt: skip
+        },
         "tool-failure": {"tool_name": "Bash", "tool_input": {"command": "make"}, "error": "x"},
         "stop": {"last_assistant_message": "done"},
         "session-end": {"reason": "exit"},
@@ -54,8 +54,11 @@ def test_the_hook_command_imports_only_the_standard_library(tmp_path, shared_cac
             proc = subprocess.run(
                 [cmd[0], "-X", "importtime", *cmd[1:]],
                 input=json.dumps({**session, **payload}),
-                capture_output=True, text=True, env=env, timeout=60,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
             assert proc.returncode == 0, proc.stderr[-2000:]
             seen[event] = imported(proc.stderr)
             assert "memory_agent" in seen[event], event  # the report is real
@@ -69,19 +72,33 @@ def test_the_hook_command_imports_only_the_standard_library(tmp_path, shared_cac
 def test_the_proxy_imports_only_the_standard_library(tmp_path, shared_cache):
     home = tmp_path / "not-initialised"  # the proxy answers these itself: no daemon
     messages = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-         "params": {"name": "memory_search", "arguments": {"query": "x"}}},
-    ]  # fmt: skip
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "memory_search", "arguments": {"query": "x"}},
+        },
+    ]
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "memory_agent", "proxy", "--home", str(home)],
         input="".join(json.dumps(m) + "\n" for m in messages),
-        capture_output=True, text=True, env=env_for(home, shared_cache), timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env_for(home, shared_cache),
+        timeout=60,
+    )
     replies = [json.loads(line) for line in proc.stdout.splitlines()]
     by_id = {r.get("id"): r for r in replies}  # JSON-RPC replies may come in any order
     assert sorted(by_id) == [1, 2, 3], proc.stderr[-2000:]

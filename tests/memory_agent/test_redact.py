@@ -97,12 +97,26 @@ def test_more_ordinary_text_survives(text):
 
 @pytest.mark.parametrize(
     ("name", "secret"),
-    [("password", True), ("DB_PASSWORD", True), ("apiKey", True), ("X-Api-Key", True),
-     ("AWS_SECRET_ACCESS_KEY", True), ("client_secret", True), ("auth", True), ("Cookie", True),
-     ("identitytoken", True), ("AccountKey", True), ("max_tokens", False),
-     ("tokenizer", False), ("password_file", False), ("author", False), ("session_id", False),
-     ("token_count", False), ("keys", False)],
-)  # fmt: skip
+    [
+        ("password", True),
+        ("DB_PASSWORD", True),
+        ("apiKey", True),
+        ("X-Api-Key", True),
+        ("AWS_SECRET_ACCESS_KEY", True),
+        ("client_secret", True),
+        ("auth", True),
+        ("Cookie", True),
+        ("identitytoken", True),
+        ("AccountKey", True),
+        ("max_tokens", False),
+        ("tokenizer", False),
+        ("password_file", False),
+        ("author", False),
+        ("session_id", False),
+        ("token_count", False),
+        ("keys", False),
+    ],
+)
 def test_secret_names(name, secret):
     assert redact_module.secret_name(name) is secret
 
@@ -116,11 +130,16 @@ def test_structured_redaction_hides_whole_values_and_keeps_the_rest():
         "password": None,
     }
     out = redact_module.redact_value(value)
-    assert out["env"] == {"AWS_SECRET_ACCESS_KEY": "[REDACTED:secret]", "HOME": "/root",
-                          "PWD": "/src"}  # fmt: skip
+    assert out["env"] == {
+        "AWS_SECRET_ACCESS_KEY": "[REDACTED:secret]",
+        "HOME": "/root",
+        "PWD": "/src",
+    }
     assert out["auth"] == "[REDACTED:secret]"
-    assert out["items"] == [{"name": "API_TOKEN", "value": "[REDACTED:secret]"},
-                            {"name": "MODE", "value": "fast"}]  # fmt: skip
+    assert out["items"] == [
+        {"name": "API_TOKEN", "value": "[REDACTED:secret]"},
+        {"name": "MODE", "value": "fast"},
+    ]
     assert out["enabled"] is True and out["password"] is None
 
 

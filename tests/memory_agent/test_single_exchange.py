@@ -147,8 +147,11 @@ def test_the_where_header_gets_the_same_reply_on_both_paths(paths, tmp_path):
 def test_the_caller_header_reaches_the_usage_log_on_the_direct_path(paths, service, memory):
     direct, direct_client, _ = paths
     served = direct.served
-    post(direct_client, call("memory_search", {"query": "unique caller probe"}),
-         headers={**HEADERS, CALLER_HEADER: "probe-client/1.0"})  # fmt: skip
+    post(
+        direct_client,
+        call("memory_search", {"query": "unique caller probe"}),
+        headers={**HEADERS, CALLER_HEADER: "probe-client/1.0"},
+    )
     assert direct.served == served + 1
     service.events.close()
     logged = "".join(p.read_text() for p in (memory.home / "events").rglob("*.jsonl"))

@@ -66,12 +66,27 @@ def _journal_lesson(home: Path, now: float, command: str, error: str) -> None:
 
     for session, n in (("toy-a", 1), ("toy-a", 2), ("toy-b", 3)):
         record(session, "prompt", prompt=f"run the checks ({n})", cwd="/w")
-        record(session, "tool-failure", tool_name="Bash", tool_input={"command": command},
-               error=f"Exit code 1\n{error}")  # fmt: skip
-        record(session, "tool", tool_name="Edit", tool_input={"file_path": f"/w/{n}/setup.cfg"},
-               tool_response={"stdout": "ok"})  # fmt: skip
-        record(session, "tool", tool_name="Bash", tool_input={"command": command},
-               tool_response={"stdout": "ok"})  # fmt: skip
+        record(
+            session,
+            "tool-failure",
+            tool_name="Bash",
+            tool_input={"command": command},
+            error=f"Exit code 1\n{error}",
+        )
+        record(
+            session,
+            "tool",
+            tool_name="Edit",
+            tool_input={"file_path": f"/w/{n}/setup.cfg"},
+            tool_response={"stdout": "ok"},
+        )
+        record(
+            session,
+            "tool",
+            tool_name="Bash",
+            tool_input={"command": command},
+            tool_response={"stdout": "ok"},
+        )
         record(session, "stop", last_assistant_message="fixed")
 
 

@@ -61,9 +61,15 @@ def _corpus(n=300, seed=3, salt=""):
         if i % 7 == 0:  # a few documents of several chunks
             body = "\n\n".join(f"## Part {k}\n{body} {WORDS[k]}" * 8 for k in range(3))
         docs.append(
-            Document(f"d{i:03d}", f"Doc {i} {rng.choice(WORDS)}", body, meta,
-                     rng.choice(["kb", "repo"]), stamp=f"s{i}")
-        )  # fmt: skip
+            Document(
+                f"d{i:03d}",
+                f"Doc {i} {rng.choice(WORDS)}",
+                body,
+                meta,
+                rng.choice(["kb", "repo"]),
+                stamp=f"s{i}",
+            )
+        )
     return docs
 
 
@@ -78,10 +84,16 @@ def _answers(index):
         for use_dense in (True, False):
             hits = search(index, query, limit=500, flt=flt, config=EVERY, use_dense=use_dense)
             out.append(
-                [(h.doc_id, h.chunk_id, h.score,
-                  {n: (c.rank, c.score, c.chunk_id) for n, c in h.channels.items()})
-                 for h in hits.hits]
-            )  # fmt: skip
+                [
+                    (
+                        h.doc_id,
+                        h.chunk_id,
+                        h.score,
+                        {n: (c.rank, c.score, c.chunk_id) for n, c in h.channels.items()},
+                    )
+                    for h in hits.hits
+                ]
+            )
     names = {e: (sorted(index.entity_docs(e)), index.entity_count(e)) for e in NAMES}
     return out, (sorted(index.docs(), key=lambda d: d.id), names)
 
@@ -92,10 +104,12 @@ def _same(answers):
     follow the slots, which a change renumbers); the documents exactly."""
     searches, docs = answers
     return [
-        sorted((-round(s, 5), d, sorted((n, round(cs, 5)) for n, (_, cs, _) in chans.items()))
-               for d, _, s, chans in hits)
+        sorted(
+            (-round(s, 5), d, sorted((n, round(cs, 5)) for n, (_, cs, _) in chans.items()))
+            for d, _, s, chans in hits
+        )
         for hits in searches
-    ], docs  # fmt: skip
+    ], docs
 
 
 def _reopen(root):
@@ -139,8 +153,10 @@ def test_changes_since_the_arrays_were_saved_are_replayed(tmp_path):
     docs = _corpus()
     index.build(docs)
     changed = _corpus(40, seed=9, salt=" omega omega")  # d000-d039 rewritten
-    index.apply(changed + [Document("new", "A new one", "ledger socket alpha", {}, "kb")],
-                deletes=["d100", "d101", "d250"])  # fmt: skip
+    index.apply(
+        changed + [Document("new", "A new one", "ledger socket alpha", {}, "kb")],
+        deletes=["d100", "d101", "d250"],
+    )
     index.set_stamps({"d200": "touched"})
     live = _answers(index)
     index.close()

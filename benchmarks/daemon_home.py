@@ -1,0 +1,135 @@
+"""The homes the daemon benchmarks measure (`benchmarks/daemon.py`, and its `--clients` mode in
+`benchmarks/daemon_clients.py`): entries of a realistic size made from real text, each size's
+home written once and reset between runs, the environment a benchmarked daemon runs with, and
+the process readings (RSS, CPU seconds, open files) and percentiles both report.
+
+Linux only: the readings come from /proc (these are benchmarks of this machine, not product code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from memory_agent import config
+from memory_agent.index.memory import Memory
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT.parent / "shared" / "bench"
+WORDS = (Path(__file__).parent / "core.py").read_text().split('"""')[3].split()  # core's VOCAB
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
+
+
+class Text:
+    """Sentences and queries: real text from ../shared/bench, else seeded word salad."""
+
+    def __init__(self, seed: int = 7):
+        self.rng = random.Random(seed)
+        self.sentences: list[str] = []
+        self.queries: list[str] = []
+        for name in ("scifact", "locomo"):
+            corpus = BENCH / name / "corpus.jsonl"
+            if not corpus.is_file():
+                continue
+            for line in corpus.read_text(encoding="utf-8").splitlines():
+                row = json.loads(line)
+                for s in (row.get("text") or "").replace("\n", " ").split(". "):
+                    s = " ".join(s.split())
+                    if 40 <= len(s) <= 300:
+                        self.sentences.append(s.rstrip(".") + ".")
+            for line in (BENCH / name / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+                self.queries.append(json.loads(line)["query"])
+        self.real = bool(self.sentences)
+        if not self.real:
+            self.sentences = [
+                " ".join(self.rng.choice(WORDS) for _ in range(12)).capitalize() + "."
+                for _ in range(20000)
+            ]
+            self.queries = [
+                " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(2, 7)))
+                for _ in range(1000)
+            ]
+
+    def entry(self, n: int) -> tuple[str, str]:
+        title = _clean(self.rng.choice(self.sentences)[:150].rstrip("."))
+        body = _clean(" ".join(self.rng.sample(self.sentences, self.rng.randint(2, 5))))
+        return f"{title} ({n})", body
+
+
+def _clean(text: str) -> str:
+    """Without control characters (the corpora hold a few; YAML refuses them in a title)."""
+    return "".join(c for c in text if c.isprintable() or c == " ")
+
+
+def make_kb(home: Path, entries: int, text: Text) -> None:
+    Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
+    folder = home / "kb" / "note"
+    folder.mkdir(parents=True, exist_ok=True)
+    for n in range(entries):
+        title, body = text.entry(n)
+        title = title.replace("'", "''")
+        (folder / f"bench-{n:06d}.md").write_text(
+            f"---\nid: bench-{n:06d}\ntitle: '{title}'\ntype: note\nstatus: active\n"
+            f"created: 2026-11-01T00:00:00Z\n---\n{body}\n"
+        )
+    git = ["git", "-C", str(home / "kb")]
+    subprocess.run([*git, "add", "note"], check=True)
+    subprocess.run(
+        [*git, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "bench entries"],
+        check=True,
+    )
+    subprocess.run([*git, "tag", "bench-base"], check=True)
+
+
+def bench_env(home: Path, args: argparse.Namespace) -> dict[str, str]:
+    env = dict(
+        os.environ,
+        MEMORY_AGENT_HOME=str(home),
+        MEMORY_AGENT_EMBEDDER="minilm",
+        MEMORY_AGENT_CACHE=str(args.work / "cache"),
+        MEMORY_AGENT_IDLE_EXIT="0",
+        MEMORY_AGENT_START_TIMEOUT="3600",
+    )
+    os.environ.update({k: env[k] for k in ("MEMORY_AGENT_CACHE", "MEMORY_AGENT_START_TIMEOUT")})
+    return env
+
+
+def reset_home(home: Path, size: int, text: Text) -> None:
+    """Write the KB of `size` entries once; on a rerun drop what earlier runs added."""
+    if not (home / "kb" / ".git").exists():
+        print(f"[{size}] writing {size} entries", file=sys.stderr)
+        text.rng.seed(size)
+        make_kb(home, size, text)
+        return
+    git = ["git", "-C", str(home / "kb")]
+    base = subprocess.run(
+        [*git, "log", "--format=%H", "--grep=^bench entries$"], capture_output=True, text=True
+    ).stdout.split()[0]
+    subprocess.run([*git, "reset", "-q", "--hard", base], check=True)
+    subprocess.run([*git, "clean", "-qfdx"], check=True)

@@ -1,7 +1,7 @@
 """The deterministic write-path suite: a scripted sequence of cases against a copy of the demo
-KB, run twice from scratch. Each case pins its own outcome; both runs must give identical
-replies and files (timestamps and commit hashes aside), and the shipped demo KB must be
-byte-for-byte unchanged."""
+KB, run twice from scratch. Each case pins its own outcome; both runs must give identical replies
+and files (timestamps and commit hashes aside), and the shipped demo KB must be byte-for-byte
+unchanged."""
 
 import hashlib
 import json
@@ -16,7 +16,7 @@ from memory_agent.write.gateway import Gateway
 from tests.memory_agent.helpers import git, make_memory
 
 REWORDINGS = (
-    Path(__file__).resolve().parents[2] / "experiments" / "dedup-threshold" / "rewordings.jsonl"
+    Path(__file__).resolve().parents[3] / "experiments" / "dedup-threshold" / "rewordings.jsonl"
 )
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 SHA = re.compile(r"\b[0-9a-f]{40}\b")

@@ -1,4 +1,6 @@
-"""Many processes writing at once, and processes killed mid-write."""
+"""Many processes writing at once, and processes killed mid-write: every write committed once, and a
+kill between the write and its commit, or between the commit and the index refresh, repaired by the
+next write without overwriting a later edit."""
 
 import json
 import os
@@ -6,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from memory_agent.recall import reads
 from memory_agent.write.gateway import Gateway
@@ -27,7 +30,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(Path(__file__).resolve().parents[3])  # the repository
 
 
 def _env(home, cache, **extra):

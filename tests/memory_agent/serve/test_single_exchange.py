@@ -1,7 +1,7 @@
 """The daemon's single-exchange path for read-only tool calls (`serve.single_exchange`) answers
-exactly as the MCP SDK's stateless transport does: the same status, headers and bytes for the
-same request - results, refusals of ours, the schema's refusals, protocol errors - while writes
-and everything that is not a read-only `tools/call` still go through the SDK."""
+exactly as the MCP SDK's stateless transport does: the same status, headers and bytes for the same
+request - results, refusals of ours, the schema's refusals, protocol errors - while writes and
+everything the SDK refuses still go through the SDK."""
 
 from __future__ import annotations
 

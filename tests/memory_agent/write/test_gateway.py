@@ -1,3 +1,9 @@
+"""The gateway, the only write path: one file in one commit, duplicates written nowhere (a forced
+write past a near-duplicate says so in its commit), invalid entries and path tricks refused,
+supersede and archive previewed then written (with the timestamps the preview showed), unrelated
+dirty files left alone, files edited outside the tool picked up, read-only corpora. (Regression
+tests from issues 9 and 18.)"""
+
 import json
 import os
 from pathlib import Path

@@ -1,4 +1,6 @@
-"""End to end: real proxies (subprocesses speaking JSON-RPC on stdio) and a real daemon."""
+"""End to end: real proxies (subprocesses speaking JSON-RPC on stdio) and a real daemon - one daemon
+however many proxies start it, a killed daemon restarted, a write in flight when the daemon dies,
+SIGTERM, answers while the model loads, a daemon of another version."""
 
 import json
 import os

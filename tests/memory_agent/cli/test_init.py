@@ -1,3 +1,8 @@
+"""`memory-agent init`: a home made or adopted (its history untouched, owner-only folders and
+config), run twice harmlessly, and what it prints: hooks every agent runs synchronously, the
+permission rule that allows exactly the read-only tools. (Regression tests from issues 9, 17 and
+18.)"""
+
 import subprocess
 
 from memory_agent.recall import reads

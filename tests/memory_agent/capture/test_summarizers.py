@@ -1,5 +1,5 @@
-"""The lesson summarizer is chosen by name: the built-in `chat`, or one a package registers
-under the entry-point group `memory_agent.summarizers` - which the real gate then uses."""
+"""The lesson summarizer is chosen by name: the built-in `chat`, or one a package registers under
+the entry-point group `memory_agent.summarizers` - which the real gate then uses."""
 
 from __future__ import annotations
 

@@ -1,3 +1,6 @@
+"""The entry format: ids are safe slugs, an entry round-trips through its file text, and validation
+names the field, the problem and the fix."""
+
 import pytest
 
 from memory_agent.kb.entries import (

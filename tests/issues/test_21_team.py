@@ -285,7 +285,7 @@ def test_the_kb_filter_is_pushed_down_to_qdrant(tmp_path, server):
     import ragcore
     from ragcore import Filter, Index
     from ragcore.store import FILTER_FIELDS, qdrant_filter
-    from tests.issues.test_10_read_model import Hashing, _corpus
+    from tests.ragcore.hashed_corpus import Hashing, _corpus
 
     if server:
         pytest.importorskip("qdrant_client", reason="the server path needs the qdrant extra")

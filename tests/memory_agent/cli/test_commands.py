@@ -1,4 +1,6 @@
-"""The CLI as a user runs it: real processes, one JSON object on stdout with --json."""
+"""The CLI as a user runs it: real processes, one JSON object on stdout with --json, every option
+with its help, argument errors in JSON with one exit status, and `memory-agent eval` per category.
+(The commands' error contract: issue 9; `eval --by`: issue 13.)"""
 
 import json
 import os
@@ -86,3 +88,71 @@ def test_commands_before_init_name_the_fix(tmp_path, shared_cache):
     rc, error = run(tmp_path / "nowhere", shared_cache, "status")
     error = error["error"]
     assert rc == 2 and error["code"] == "not_ready" and "memory-agent init" in error["fix"]
+
+
+def test_eval_prints_metrics_per_category(tmp_path, shared_cache):
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    docs = {
+        "d1": "Caroline adopted a dog named Biscuit in Lisbon.",
+        "d2": "The ledger reconciliation runs nightly at two.",
+        "d3": "Melanie signed up for a pottery class on Tuesday.",
+    }
+    with open(bench / "corpus.jsonl", "w") as fh:
+        for doc_id, text in docs.items():
+            fh.write(json.dumps({"id": doc_id, "title": text[:20], "text": text}) + "\n")
+    queries = [
+        ("q1", "What is the name of Caroline's dog?", "single-hop", "d1"),
+        ("q2", "When does the reconciliation run?", "temporal", "d2"),
+        ("q3", "What class did Melanie take?", "single-hop", "d3"),
+    ]
+    with open(bench / "queries.jsonl", "w") as fh:
+        for qid, text, category, _ in queries:
+            fh.write(json.dumps({"qid": qid, "query": text, "category": category}) + "\n")
+    (bench / "qrels.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, _, _, d in queries)
+    )
+    env = dict(os.environ, MEMORY_AGENT_CACHE=str(shared_cache))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memory_agent",
+            "eval",
+            str(bench),
+            "--embedder",
+            "minilm",
+            "--by",
+            "category",
+            "--json",
+            "--quiet",
+            "--home",
+            str(tmp_path / "h"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    by = json.loads(proc.stdout)["by"]["category"]
+    assert {k: v["queries"] for k, v in by.items()} == {"single-hop": 2, "temporal": 1}
+    assert by["temporal"]["ndcg@10"] == 1.0
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memory_agent",
+            "eval",
+            str(bench),
+            "--by",
+            "speaker",
+            "--home",
+            str(tmp_path / "h"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "no query" in proc.stderr and "speaker" in proc.stderr

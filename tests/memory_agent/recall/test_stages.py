@@ -1,8 +1,8 @@
-"""Issue 18, round 5: a daemon's search in two stages - the query embedded on the caller's
-thread (queries at once share a model run), ranked on one of a few ranker threads. The same
-answers as in one stage, the errors as before, and a file written by hand is found by the
-search that follows. Real MiniLM, a real index of the demo KB, real git, in one process
-(every search of the daemon takes this path, so its own tests cover the wiring)."""
+"""A daemon's search in two stages - the query embedded on the caller's thread (queries at once
+share a model run), ranked on one of a few ranker threads. The same answers as in one stage, the
+errors as before, and a file written by hand is found by the search that follows. Real MiniLM, a
+real index of the demo KB, real git, in one process (every search of the daemon takes this path, so
+its own tests cover the wiring). (Issue 18, round 5.)"""
 
 from __future__ import annotations
 

@@ -420,7 +420,7 @@ def test_a_lesson_stays_in_its_project_until_it_recurs_in_another():
 
 # -- the browser ------------------------------------------------------------------------------
 def test_the_browser_filters_by_scope_and_shows_it(world):
-    from tests.issues.test_12_ui import UI, request
+    from tests.memory_agent.ui_server import UI, request
 
     w = world
     _, alpha = cli(

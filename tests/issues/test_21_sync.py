@@ -226,7 +226,7 @@ def test_supersede_on_both_sides_is_a_fork_and_supersede_archive_ends_superseded
     _, status = a.cli("remote")
     assert any(f["id"] == shared for f in status["forks"])
     # the browser's overview shows the remote, the last sync, ahead/behind and the fork
-    from tests.issues.test_12_ui import UI, request
+    from tests.memory_agent.ui_server import UI, request
 
     ui = UI(a.path, a.cache)
     try:

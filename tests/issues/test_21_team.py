@@ -328,7 +328,7 @@ def test_the_registry_refuses_a_malformed_file_with_the_fix(tmp_path):
 def test_the_browser_shows_and_filters_by_kb_and_a_team_entrys_history(homes, shared_cache):
     from urllib.parse import quote, urlencode
 
-    from tests.issues.test_12_ui import UI, request
+    from tests.memory_agent.ui_server import UI, request
 
     a, _, remote = homes
     a.cli("kb", "add", "team", str(remote))

@@ -1,4 +1,5 @@
-"""Fixtures for the memory_agent tests: real homes with real git repositories and indexes."""
+"""Fixtures for the memory_agent tests: real homes with real git repositories and indexes -
+the ones every folder uses, and the ones tests in several folders share (each says which)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from memory_agent import config
 from memory_agent.index.memory import Memory
 from memory_agent.write.gateway import Gateway
 from ragcore import MiniLMEmbedder
+from tests.memory_agent.demo_daemon import _cleanup
 from tests.memory_agent.helpers import make_memory
 
 
@@ -41,3 +44,15 @@ def memory(env_home, minilm_model) -> Memory:
 @pytest.fixture
 def gateway(memory) -> Gateway:
     return Gateway(memory)
+
+
+# A demo home, its daemon stopped after the test (issue 9's failure modes): for test_client.py,
+# test_limits.py and serve/test_daemon_failures.py. A test module with a `home` fixture of its own
+# overrides this one.
+@pytest.fixture
+def home(tmp_path, shared_cache, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("MEMORY_AGENT_CACHE", str(shared_cache))
+    Memory(config.load({"home": str(home)})).init(demo=True, embedder="minilm", sync=False)
+    yield home
+    _cleanup(home)

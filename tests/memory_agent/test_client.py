@@ -1,18 +1,26 @@
-"""`DaemonClient`'s MCP calls keep their connection for the next call, and never send a message
-twice: a kept connection the daemon closed meanwhile gets the message sent again on a new one.
-A stand-in daemon (HTTP/1.1 on a Unix socket, as uvicorn serves it) counts what arrives."""
+"""`DaemonClient`: its MCP calls keep their connection for the next call and never send a message
+twice (a stand-in daemon, HTTP/1.1 on a Unix socket as uvicorn serves it, counts what arrives); a
+client that loses the start race waits for the winner; Ctrl-C while it waits for the spawn lock
+exits 130; a daemon that dies mid-call is said so. (Failure modes from issue 9.)"""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import signal
 import socketserver
+import subprocess
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from memory_agent.client import DaemonClient
+from tests.memory_agent.mcp_helpers import daemon_pids, env_for
 
 
 class StandIn(socketserver.ThreadingUnixStreamServer):
@@ -108,3 +116,109 @@ def test_concurrent_calls_each_get_their_own_reply(serve):
         t.join(10)
     assert replies == {n: n for n in range(8)}
     assert sorted(m["id"] for m in server.messages) == list(range(8))
+
+
+def wait_for(condition, what, timeout=60.0):
+    """Poll `condition` until it is true; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:.0f} s: {what}")
+        time.sleep(0.02)
+
+
+def blocked_on_flock(pid):
+    """Whether process `pid` waits for a flock (a `->` line of /proc/locks names it)."""
+    for line in open("/proc/locks").read().splitlines():
+        fields = line.split()
+        if "->" in fields and fields[fields.index("->") + 4] == str(pid):
+            return True
+    return False
+
+
+def test_ctrl_c_while_waiting_exits_130_without_a_traceback(home, shared_cache):
+    (home / "run").mkdir(exist_ok=True)
+    with open(home / "run" / "spawn.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the CLI waits here to start the daemon
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memory_agent", "status", "--home", str(home)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_for(home, shared_cache),
+            # Ctrl-C as a terminal sends it: run from a shell's background job, the suite
+            # inherits SIGINT ignored, and Python then never raises KeyboardInterrupt
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        wait_for(lambda: blocked_on_flock(proc.pid), "the CLI waits for the spawn lock")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+
+
+def test_the_cli_says_so_when_the_daemon_dies_mid_call(home, shared_cache):
+    env = env_for(home, shared_cache, MEMORY_AGENT_FAULT="pause-rebuild")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memory_agent", "rebuild", "--home", str(home)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    marker = home / "run" / "fault-pause-rebuild"
+    deadline = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in daemon_pids(home):
+        os.kill(pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in err
+    assert "daemon: the daemon stopped answering during rebuild" in err
+
+
+def test_a_client_that_loses_the_start_race_waits_for_the_winner(home, shared_cache, monkeypatch):
+    """Regression: a hook starts the daemon, which holds the home but does not answer yet;
+    a client's own spawn then exits at once ("already running") - the client must wait for
+    the daemon that won, not fail with "could not start"."""
+    monkeypatch.setenv("MEMORY_AGENT_EMBEDDER", "minilm")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    run = home / "run"
+    run.mkdir(exist_ok=True)
+    winner = open(run / "daemon.lock", "a+")  # the winner: holds the lock, not answering yet
+    fcntl.flock(winner, fcntl.LOCK_EX)
+    (run / "daemon.pid").write_text(str(os.getpid()))
+    outcome: dict = {}
+
+    class Client(DaemonClient):  # the real client; it only lets the test see its steps
+        spawned: list = []
+        polls = 0
+
+        def spawn(self):
+            self.spawned.append(super().spawn())
+            return self.spawned[-1]
+
+        def health(self, timeout=2.0):
+            Client.polls += 1
+            return super().health(timeout=timeout)
+
+    def ensure():
+        try:
+            outcome["health"] = Client(home).ensure()
+        except Exception as exc:  # noqa: BLE001
+            outcome["error"] = exc
+
+    waiting = threading.Thread(target=ensure)
+    waiting.start()
+    # the client's spawn exits with "already running"; then the client looks again, twice
+    wait_for(lambda: Client.spawned and Client.spawned[0].poll() is not None, "the spawn exits")
+    seen = Client.polls
+    wait_for(lambda: Client.polls >= seen + 2 or "error" in outcome, "the client polls again")
+    assert "error" not in outcome, outcome.get("error")
+    # the winner gets going: the lock passes to a real daemon, which answers
+    (run / "daemon.pid").unlink()
+    fcntl.flock(winner, fcntl.LOCK_UN)
+    winner.close()
+    DaemonClient(home).spawn()
+    waiting.join(timeout=120)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["health"]["version"]

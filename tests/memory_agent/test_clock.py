@@ -1,16 +1,28 @@
-"""clock.parse_time: the one date parser, and what each of its callers makes of a bad value."""
+"""The clock: `clock.parse_time`, the one date parser, and what each of its callers makes of a bad
+value; the suite's pinned clock in force here and in every process a test starts, a test that sets
+its own keeping it, and the memory's own times from the Clock, never the system's (issue 18, item
+15)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 
+from memory_agent import config
+from memory_agent.capture.gate import Gate, read_state
 from memory_agent.clock import Clock, parse_time
 from memory_agent.errors import ConfigError, Invalid
+from memory_agent.index.memory import Memory
 from memory_agent.kb.entries import validate
 from memory_agent.recall.ranking import _ts
 from memory_agent.recall.reads import as_of_cutoff
+from tests.conftest import PINNED_CLOCK
+from tests.memory_agent.mcp_helpers import env_for
 
 NOON = 1796040000.0  # 2026-11-30T12:00:00Z
 
@@ -86,3 +98,45 @@ def test_as_of_is_a_date_and_means_the_end_of_that_day():
     for bad in ("2026-11-30T12:00:00Z", "30/11/2026", "9999-12-31"):
         with pytest.raises(Invalid, match="as_of"):
             as_of_cutoff(bad)
+
+
+NOW_IN_A_SUBPROCESS = (
+    "from memory_agent import config; from memory_agent.clock import Clock; "
+    "print(Clock.from_setting(config.load().clock).now())"
+)
+
+
+def test_the_pinned_clock_is_in_force_here_and_in_every_process_a_test_starts(
+    pinned_clock, tmp_path, shared_cache
+):
+    assert pinned_clock == (os.environ.get("MEMORY_AGENT_CLOCK") or PINNED_CLOCK)
+    memory = Memory(config.load({"home": str(tmp_path / "home")}))
+    assert memory.clock.now() == parse_time(pinned_clock)
+    out = subprocess.run(
+        [sys.executable, "-c", NOW_IN_A_SUBPROCESS],
+        env=env_for(tmp_path / "home", shared_cache),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert float(out) == parse_time(pinned_clock)
+
+
+def test_a_test_that_sets_its_own_clock_keeps_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("MEMORY_AGENT_CLOCK", "2031-05-04T12:00:00Z")
+    cfg = config.load({"home": str(tmp_path / "home")})
+    assert Clock.from_setting(cfg.clock).now() == parse_time("2031-05-04T12:00:00Z")
+
+
+def test_a_rejected_proposal_is_stamped_by_the_memorys_clock(tmp_path):
+    """The gate stamped proposals and rejections with the system time (time.time())."""
+    memory = Memory(config.load({"home": str(tmp_path / "home")}))
+    memory.init(embedder="minilm", sync=False)
+    memory.clock = Clock("2030-01-02T03:04:05Z")
+    inbox = memory.home / "inbox"
+    inbox.mkdir(exist_ok=True)
+    proposal = {"title": "Log in before kubectl", "episodes": []}
+    (inbox / "state.json").write_text(json.dumps({"proposed": {"kubectl-login": proposal}}))
+    Gate(memory, gateway=None).reject("kubectl-login", "not a lesson")
+    rejected = read_state(memory.home)["rejected"]["kubectl-login"]
+    assert rejected["at"] == parse_time("2030-01-02T03:04:05Z")

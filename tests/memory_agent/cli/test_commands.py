@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from memory_agent.client import DaemonClient
+from tests.memory_agent.demo_daemon import cli
 
 
 def run(home, cache, *args, stdin=None):
@@ -88,6 +89,26 @@ def test_commands_before_init_name_the_fix(tmp_path, shared_cache):
     rc, error = run(tmp_path / "nowhere", shared_cache, "status")
     error = error["error"]
     assert rc == 2 and error["code"] == "not_ready" and "memory-agent init" in error["fix"]
+
+
+def test_every_cli_option_has_help_and_every_command_takes_home_and_json():
+    from memory_agent.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for name, parser in sub.choices.items():
+        options = {o for a in parser._actions for o in a.option_strings}
+        assert {"--home", "--json"} <= options, name
+        for action in parser._actions:
+            assert action.help, (name, action.dest)
+
+
+def test_argument_errors_answer_in_json_with_one_exit_status(tmp_path, shared_cache):
+    home = tmp_path / "nowhere"
+    bad = cli(home, shared_cache, "search", "x", "--limit", "many", "--json")
+    assert bad.returncode == 2 and json.loads(bad.stdout)["error"]["code"] == "invalid"
+    no_body = cli(home, shared_cache, "add", "--title", "T", "--json", stdin="")
+    refused = cli(home, shared_cache, "status", "--json")
+    assert {no_body.returncode, refused.returncode} == {2}
 
 
 def test_eval_prints_metrics_per_category(tmp_path, shared_cache):

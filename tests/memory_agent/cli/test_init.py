@@ -3,10 +3,13 @@ config), run twice harmlessly, and what it prints: hooks every agent runs synchr
 permission rule that allows exactly the read-only tools. (Regression tests from issues 9, 17 and
 18.)"""
 
+import json
+import stat
 import subprocess
 
 from memory_agent.recall import reads
 from tests.memory_agent.helpers import git, make_memory
+from tests.memory_agent.pinned_home import cli
 
 ENTRY = (
     "---\nid: existing-note\ntitle: An entry that was here before\ntype: note\n"
@@ -64,3 +67,31 @@ def test_the_hook_settings_call_the_hook_command_of_each_client(tmp_path):
             [handler] = blocks[0]["hooks"]
             assert "hookrun.py" in handler["command"] and f"--client {client}" in handler["command"]
             assert "async" not in handler
+
+
+def test_init_makes_an_existing_home_owner_only_and_says_so(tmp_path, shared_cache):
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    home.chmod(0o755)
+    (home / "config.toml").write_text('embedder = "minilm"\n', encoding="utf-8")
+    (home / "config.toml").chmod(0o644)
+    done = cli(home, shared_cache, "init", "--no-index", "--json")
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert stat.S_IMODE((home / "config.toml").stat().st_mode) == 0o600
+    assert json.loads(done.stdout)["tightened"] == [
+        f"{home}: 0755 -> 0700",
+        f"{home / 'config.toml'}: 0644 -> 0600",
+    ]
+    home.chmod(0o750)
+    again = cli(home, shared_cache, "init", "--no-index")  # a person reads this one
+    assert again.returncode == 0, again.stderr
+    assert f"made owner-only (it may hold private notes): {home}: 0750 -> 0700" in again.stdout
+
+
+def test_a_new_config_toml_is_owner_only(tmp_path, shared_cache):
+    home = tmp_path / "home"
+    done = cli(home, shared_cache, "init", "--no-index", "--json", "--embedder", "minilm")
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE((home / "config.toml").stat().st_mode) == 0o600
+    assert json.loads(done.stdout)["tightened"] == []

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from memory_agent.clock import Clock
 from memory_agent.errors import Conflict, Invalid, NotFound, ReadOnly
 from memory_agent.recall import reads
 from memory_agent.write.dedup import DEDUP_THRESHOLDS
 from memory_agent.write.gateway import Gateway
 from tests.memory_agent.helpers import git, make_memory
+from tests.memory_agent.pinned_home import CLOCK
 
 BODY = (
     "The CI runners have two cores. Run the test suite with `pytest -n 2` at most; "
@@ -303,3 +305,32 @@ def test_corpus_files_are_re_read_only_when_their_stat_changes(env_home, minilm_
     hit = reads.search(memory, "restart the billing worker", limit=1)["hits"][0]
     assert hit["id"] == "proj/runbook.md" and "billing" in hit["snippet"]
     memory.close()
+
+
+def test_a_confirm_writes_the_timestamps_its_preview_showed(tmp_path, shared_cache, minilm_model):
+    from tests.memory_agent.helpers import make_memory
+
+    os.environ["MEMORY_AGENT_CACHE"] = str(shared_cache)
+    memory = make_memory(tmp_path / "home", minilm_model, clock=Clock(CLOCK))
+    memory.init(demo=True, embedder="minilm")
+    try:
+        gateway = Gateway(memory)
+        args = {
+            "old_id": "use-uv-for-locking",
+            "title": "Lock dependencies with uv 0.5",
+            "body": "uv lock, then uv sync --locked in CI.",
+        }
+        preview = gateway.supersede(**args)
+        memory.clock.fixed += 59 * 60  # the user reads the preview for a while
+        written = gateway.supersede(**args, confirm=True)
+        for path, text in preview["preview"].items():
+            assert Path(path).read_text(encoding="utf-8") == text, path
+        assert written["status"] == "superseded"
+
+        preview = gateway.archive("branch-naming", "moved to the wiki")
+        memory.clock.fixed += 59 * 60
+        gateway.archive("branch-naming", "moved to the wiki", confirm=True)
+        ((path, text),) = preview["preview"].items()
+        assert Path(path).read_text(encoding="utf-8") == text
+    finally:
+        memory.close()

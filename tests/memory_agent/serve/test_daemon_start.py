@@ -1,7 +1,7 @@
-"""Issue 19: a daemon opens its index on a thread while it imports the MCP SDK and builds its
-app, so the first answer comes sooner. Meanwhile it answers health and the MCP handshake; a
-search sent meanwhile waits for that open (and is answered from it); an open that fails is
-logged and met again, with its fix, by status and the search."""
+"""A daemon opens its index on a thread while it imports the MCP SDK and builds its app, so the
+first answer comes sooner. Meanwhile it answers health and the MCP handshake; a search sent
+meanwhile waits for that open (and is answered from it); an open that fails is logged and met again,
+with its fix, by status and the search. (Issue 19.)"""
 
 from __future__ import annotations
 

@@ -1,10 +1,15 @@
-"""Issue 17 (connect): `memory-agent connect AGENT` merges the MCP server, the hooks and the
-permission rule into the agent's own settings files - a preview by default, --confirm writes
-with a backup, a second run changes nothing, --remove takes out exactly what it put in, and a
-malformed file is refused with nothing changed. The real CLI as a subprocess, HOME in tmp."""
+"""`memory-agent connect AGENT` merges the MCP server, the hooks and the permission rule into the
+agent's own settings files - a preview by default, --confirm writes with a backup, a second run
+changes nothing, --remove takes out exactly what it put in, and a malformed file is refused with
+nothing changed; for opencode it writes a plugin that runs the fast hook command. The real CLI as a
+subprocess, HOME in tmp. (Issue 17; the plugin's behaviour with the real opencode is tested end to
+end in tests/e2e/test_agents.py.)"""
+
+from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -13,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import memory_agent
 from tests.memory_agent.mcp_helpers import env_for
 
 USER_SETTINGS = {
@@ -299,3 +305,22 @@ def test_a_symlinked_settings_file_stays_a_link_and_its_target_is_merged(homes, 
     assert link.is_symlink() and link.resolve() == (dotfiles / "settings.json").resolve()
     merged = json.loads((dotfiles / "settings.json").read_text())
     assert merged["model"] == "opus" and "mcp__memory__memory_get" in merged["permissions"]["allow"]
+
+
+HOOKRUN = Path(memory_agent.__file__).with_name("hookrun.py")
+
+
+def test_connect_fills_in_the_fast_hook_command(homes, shared_cache):
+    user, mem, env = homes
+    ok(connect(user, mem, shared_cache, "opencode", "--confirm", **env))
+    plugin = (user / ".config" / "opencode" / "plugins" / "memory-agent.ts").read_text()
+    hook = re.search(r"^const HOOK: string\[\] = (.*)$", plugin, re.M)
+    assert hook, plugin[:2000]
+    # what `init` prints for the other agents (mcp_config.hook_command), not `memory-agent hook`
+    assert json.loads(hook.group(1)) == [sys.executable, "-S", str(HOOKRUN)]
+    assert "MEMORY_AGENT_BIN" not in hook.group(0)
+    assert f"process.env.MEMORY_AGENT_HOME ?? {json.dumps(str(mem))}" in plugin
+    # connect recognises its own plugin again: idempotent, and --remove takes it out
+    ok(connect(user, mem, shared_cache, "opencode", "--confirm", **env))
+    ok(connect(user, mem, shared_cache, "opencode", "--remove", "--confirm", **env))
+    assert not (user / ".config" / "opencode" / "plugins" / "memory-agent.ts").exists()

@@ -1,5 +1,7 @@
-"""Issue 18, item 10: the memory browser's rendering defects, each pinned on the rendered page
-in a real headless Chromium against a real daemon and a demo home (the clock pinned)."""
+"""The memory browser's rendering defects, each pinned on the rendered page in a real headless
+Chromium against a real daemon and a demo home (the clock pinned): the health card, the recalls
+chart, the type checkboxes, plain-text snippets, external images as links, the diff's spacing, and a
+bad importance as a 400 with the error shape. (Issue 18, item 10.)"""
 
 import json
 import os
@@ -14,9 +16,9 @@ from memory_agent.clock import parse_time
 from memory_agent.index.memory import Memory
 from memory_agent.kb.entries import ENTRY_TYPES
 from tests.browser import launch, needs_chromium
-from tests.issues.test_12_ui import ARTIFACTS, UI, request
 from tests.memory_agent.helpers import git
 from tests.memory_agent.mcp_helpers import daemon_pids
+from tests.memory_agent.ui_server import ARTIFACTS, UI, request
 
 NOW = "2026-11-30T09:00:00Z"
 MARKDOWN = """---

@@ -1,13 +1,11 @@
-"""Issue 18, input and output edges (items 7, 8, 9, 11, 12, 13, 14): each through the surface a
-user meets - MCP tools through the real proxy and daemon, the CLI as a process piped into
-`head`, the proxy fed a raw line, `init` on a folder that already exists, a config.toml with a
-typo. Every test here failed on main before the fix (38218b1)."""
+"""Input and output edges, each through the surface a user meets - MCP tools through the real proxy
+and daemon, the CLI as a process piped into `head`, the proxy fed a raw line, the daemon's admin
+routes: `as_of` past the last date, invisible and control characters, strict argument types, lone
+surrogates and bytes that are not UTF-8, a reply that fails its output schema, a bug in the
+background gate, a hand-broken entry. (Regression tests from issue 18, items 7 to 13; each failed
+before its fix, 38218b1.)"""
 
 import json
-import os
-import re
-import signal
-import stat
 import subprocess
 import sys
 import time
@@ -15,44 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from memory_agent import config
 from memory_agent.client import DaemonClient
-from memory_agent.clock import Clock
-from memory_agent.errors import DaemonError
-from memory_agent.index.memory import Memory
-from memory_agent.write.gateway import Gateway
-from tests.issues.test_12_ui import UI, request
-from tests.memory_agent.helpers import git
-from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for
-
-CLOCK = "2026-11-30T09:00:00Z"
-
-
-def _stop(home: Path) -> None:
-    try:
-        DaemonClient(home).stop(wait=True, timeout=10)
-    except Exception:
-        pass
-    for pid in daemon_pids(home):
-        os.kill(pid, signal.SIGKILL)
-
-
-def _new_home(home: Path, shared_cache: Path) -> Path:
-    os.environ["MEMORY_AGENT_CACHE"] = str(shared_cache)
-    Memory(config.load({"home": str(home), "clock": CLOCK})).init(
-        demo=True, embedder="minilm", sync=False
-    )
-    return home
-
-
-def cli(home, cache, *args, env=None, timeout=120):
-    return subprocess.run(
-        [sys.executable, "-m", "memory_agent", *args, "--home", str(home)],
-        capture_output=True,
-        text=True,
-        env=env or env_for(home, cache, MEMORY_AGENT_CLOCK=CLOCK),
-        timeout=timeout,
-    )
+from tests.memory_agent.mcp_helpers import ProxySession, env_for
+from tests.memory_agent.pinned_home import CLOCK, _commits, _new_home, _stop, cli
+from tests.memory_agent.ui_server import UI, request
 
 
 @pytest.fixture(scope="module")
@@ -76,15 +40,10 @@ def _error(result: dict) -> dict:
     return result["structuredContent"]["error"]
 
 
-def _commits(home: Path) -> int:
-    return int(git(home / "kb", "rev-list", "--count", "HEAD").strip())
-
-
 def _daemon_log(home: Path) -> str:
     return (home / "run" / "daemon.log").read_text(encoding="utf-8", errors="replace")
 
 
-# 7 -------------------------------------------------------------------------------------------
 def test_as_of_past_the_last_date_is_invalid_naming_the_bound(session):
     error = _error(session.call("memory_search", query="lock dependencies", as_of="9999-12-31"))
     assert error["code"] == "invalid", error
@@ -155,7 +114,6 @@ def test_arguments_have_strict_types(session, home):
     assert _commits(home) == before
 
 
-# 8 -------------------------------------------------------------------------------------------
 def test_a_lone_surrogate_is_answered_with_the_requests_id(session):
     # json.dumps escapes it: the line carries "\ud800" as a JSON escape, as a client would
     reply = session.send(
@@ -193,7 +151,6 @@ def test_bytes_that_are_not_utf8_are_answered_and_the_session_goes_on(home, shar
     assert replies[3]["error"]["code"] == -32700
 
 
-# 9 -------------------------------------------------------------------------------------------
 def test_a_reader_that_stops_early_ends_the_command_quietly(session, home, shared_cache):
     body = "记忆 " * 30_000  # about 210 KB on stdout: more than a pipe holds
     added = session.call("memory_add", title="A very long note for the pipe test", body=body)
@@ -217,66 +174,6 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(session, home, share
     assert head.stdout.decode().startswith(added["structuredContent"]["id"])
 
 
-# 11 ------------------------------------------------------------------------------------------
-def test_init_makes_an_existing_home_owner_only_and_says_so(tmp_path, shared_cache):
-    home = tmp_path / "home"
-    home.mkdir(mode=0o755)
-    home.chmod(0o755)
-    (home / "config.toml").write_text('embedder = "minilm"\n', encoding="utf-8")
-    (home / "config.toml").chmod(0o644)
-    done = cli(home, shared_cache, "init", "--no-index", "--json")
-    assert done.returncode == 0, done.stderr
-    assert stat.S_IMODE(home.stat().st_mode) == 0o700
-    assert stat.S_IMODE((home / "config.toml").stat().st_mode) == 0o600
-    assert json.loads(done.stdout)["tightened"] == [
-        f"{home}: 0755 -> 0700",
-        f"{home / 'config.toml'}: 0644 -> 0600",
-    ]
-    home.chmod(0o750)
-    again = cli(home, shared_cache, "init", "--no-index")  # a person reads this one
-    assert again.returncode == 0, again.stderr
-    assert f"made owner-only (it may hold private notes): {home}: 0750 -> 0700" in again.stdout
-
-
-def test_a_new_config_toml_is_owner_only(tmp_path, shared_cache):
-    home = tmp_path / "home"
-    done = cli(home, shared_cache, "init", "--no-index", "--json", "--embedder", "minilm")
-    assert done.returncode == 0, done.stderr
-    assert stat.S_IMODE((home / "config.toml").stat().st_mode) == 0o600
-    assert json.loads(done.stdout)["tightened"] == []
-
-
-# 12 ------------------------------------------------------------------------------------------
-def test_a_confirm_writes_the_timestamps_its_preview_showed(tmp_path, shared_cache, minilm_model):
-    from tests.memory_agent.helpers import make_memory
-
-    os.environ["MEMORY_AGENT_CACHE"] = str(shared_cache)
-    memory = make_memory(tmp_path / "home", minilm_model, clock=Clock(CLOCK))
-    memory.init(demo=True, embedder="minilm")
-    try:
-        gateway = Gateway(memory)
-        args = {
-            "old_id": "use-uv-for-locking",
-            "title": "Lock dependencies with uv 0.5",
-            "body": "uv lock, then uv sync --locked in CI.",
-        }
-        preview = gateway.supersede(**args)
-        memory.clock.fixed += 59 * 60  # the user reads the preview for a while
-        written = gateway.supersede(**args, confirm=True)
-        for path, text in preview["preview"].items():
-            assert Path(path).read_text(encoding="utf-8") == text, path
-        assert written["status"] == "superseded"
-
-        preview = gateway.archive("branch-naming", "moved to the wiki")
-        memory.clock.fixed += 59 * 60
-        gateway.archive("branch-naming", "moved to the wiki", confirm=True)
-        ((path, text),) = preview["preview"].items()
-        assert Path(path).read_text(encoding="utf-8") == text
-    finally:
-        memory.close()
-
-
-# 13 ------------------------------------------------------------------------------------------
 def test_a_reply_that_fails_its_output_schema_is_internal_and_logged(session, home):
     # A proposal the gate's state file holds without a title (an older version's file, or a
     # hand edit): memory_proposals' reply cannot match its output schema - our bug to report.
@@ -356,65 +253,5 @@ def test_admin_routes_answer_with_the_status_of_the_error(tmp_path, shared_cache
         error = json.loads(data)["error"]
         assert (status, error["code"]) == (409, "conflict"), (status, error)
         assert client.admin("gc?dry_run=1")["archive"]  # the client still reads the reply
-    finally:
-        _stop(home)
-
-
-# 14 ------------------------------------------------------------------------------------------
-def test_an_unknown_config_key_is_refused_with_the_nearest_name(tmp_path, shared_cache):
-    home = _new_home(tmp_path / "home", shared_cache)
-    toml = home / "config.toml"
-    toml.write_text('embeder = "minilm"\n', encoding="utf-8")
-    typo = cli(home, shared_cache, "status", timeout=120)
-    assert typo.returncode == 2, typo.stderr
-    assert "config:" in typo.stderr and "'embeder'" in typo.stderr
-    assert "'embedder'" in typo.stderr and str(toml) in typo.stderr
-    toml.write_text('embedder = "minilm"\nreranker_window = 40\n', encoding="utf-8")
-    newer = cli(home, shared_cache, "status", timeout=120)
-    assert newer.returncode == 2 and "'reranker_window'" in newer.stderr
-    assert "newer version" in newer.stderr
-    assert not daemon_pids(home)  # refused before anything started
-
-
-def test_every_setting_a_module_reads_is_in_the_table():
-    names = {s.name for s in config.SETTINGS}
-    assert {"start_timeout", "fault"} <= names
-    root = Path(__file__).resolve().parents[2] / "memory_agent"
-    for path in root.rglob("*.py"):
-        text = path.read_text(encoding="utf-8")
-        for env in ("MEMORY_AGENT_START_TIMEOUT", "MEMORY_AGENT_FAULT"):
-            assert env not in text or path.name == "config.py", (path, env)
-    # every MEMORY_AGENT_* name the package mentions is a setting of the table (the opencode
-    # plugin's MEMORY_AGENT_BIN is the plugin's own variable, not one of ours)
-    table = {s.env for s in config.SETTINGS}
-    named = {
-        name
-        for path in root.rglob("*.py")
-        for name in re.findall(r"MEMORY_AGENT_[A-Z_]+", path.read_text(encoding="utf-8"))
-    }
-    assert named - table - {"MEMORY_AGENT_BIN"} == set()
-
-
-def test_the_start_timeout_is_read_when_a_start_happens(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    (home / "run").mkdir(parents=True)
-    monkeypatch.setenv("MEMORY_AGENT_START_TIMEOUT", "0.5")  # after memory_agent.client's import
-    started = time.monotonic()
-    with pytest.raises(DaemonError, match=r"within 0\.5 s"):
-        DaemonClient(home)._wait_healthy()
-    assert time.monotonic() - started < 10
-
-
-def test_the_fault_setting_is_read_from_config_toml_like_any_other(tmp_path, shared_cache):
-    home = _new_home(tmp_path / "home", shared_cache)
-    with (home / "config.toml").open("a", encoding="utf-8") as f:
-        f.write('fault = "after-commit"\n')
-    env = env_for(home, shared_cache, MEMORY_AGENT_CLOCK=CLOCK)
-    env.pop("MEMORY_AGENT_FAULT", None)
-    try:
-        before = _commits(home)
-        added = cli(home, shared_cache, "add", "--title", "Faulted write", "--body", "b", env=env)
-        assert added.returncode != 0 and "daemon" in added.stderr, added.stderr
-        assert _commits(home) == before + 1  # killed right after its commit, as the hook says
     finally:
         _stop(home)

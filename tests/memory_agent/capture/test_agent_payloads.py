@@ -6,33 +6,10 @@ answer, the end - is tested end to end in tests/e2e/test_agents.py.)"""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
-import sys
-from pathlib import Path
 
-import memory_agent
 from memory_agent.serve import mcp_config
-from tests.issues.test_17_connect import connect, homes, ok  # noqa: F401 - homes: a fixture
 from tests.memory_agent.mcp_helpers import env_for
-
-HOOKRUN = Path(memory_agent.__file__).with_name("hookrun.py")
-
-
-def test_connect_fills_in_the_fast_hook_command(homes, shared_cache):  # noqa: F811
-    user, mem, env = homes
-    ok(connect(user, mem, shared_cache, "opencode", "--confirm", **env))
-    plugin = (user / ".config" / "opencode" / "plugins" / "memory-agent.ts").read_text()
-    hook = re.search(r"^const HOOK: string\[\] = (.*)$", plugin, re.M)
-    assert hook, plugin[:2000]
-    # what `init` prints for the other agents (mcp_config.hook_command), not `memory-agent hook`
-    assert json.loads(hook.group(1)) == [sys.executable, "-S", str(HOOKRUN)]
-    assert "MEMORY_AGENT_BIN" not in hook.group(0)
-    assert f"process.env.MEMORY_AGENT_HOME ?? {json.dumps(str(mem))}" in plugin
-    # connect recognises its own plugin again: idempotent, and --remove takes it out
-    ok(connect(user, mem, shared_cache, "opencode", "--confirm", **env))
-    ok(connect(user, mem, shared_cache, "opencode", "--remove", "--confirm", **env))
-    assert not (user / ".config" / "opencode" / "plugins" / "memory-agent.ts").exists()
 
 
 def test_a_capture_hook_over_its_budget_says_not_journaled(tmp_path, shared_cache):

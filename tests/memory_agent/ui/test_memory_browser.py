@@ -1,5 +1,7 @@
-"""Issue 12: the memory browser - every page in a real headless Chromium against a real daemon
-and a demo home, a supersede through preview and confirm, and the security promises."""
+"""The memory browser: every page in a real headless Chromium against a real daemon and a demo home,
+a supersede through preview and confirm, the security promises (the token, the host, CSRF, hostile
+text rendered inert, read-only entries), and the recall activity it reads from the event log. (Issue
+12.)"""
 
 import json
 import os
@@ -7,9 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import urllib.error
-import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -19,9 +18,8 @@ from memory_agent.index.memory import Memory
 from tests.browser import launch, needs_chromium
 from tests.memory_agent.helpers import git
 from tests.memory_agent.mcp_helpers import daemon_pids, env_for
+from tests.memory_agent.ui_server import ARTIFACTS, UI, request
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 EVIL = """---
 id: evil-entry
 title: An entry with hostile text
@@ -37,46 +35,6 @@ created: 2026-11-01T00:00:00Z
 
 <iframe src="https://evil.example/"></iframe> **still bold**
 """
-
-
-class UI:
-    def __init__(self, home: Path, cache: Path):
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memory_agent",
-                "ui",
-                "--home",
-                str(home),
-                "--port",
-                "0",
-                "--json",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env_for(home, cache),
-        )
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(self.proc.stderr.read())
-        self.url = json.loads(line)["url"]
-        self.base = self.url.split("/?")[0]
-        self.token = self.url.split("token=")[1]
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGINT)
-        return self.proc.wait(timeout=30)
-
-
-def request(url, *, method="GET", data=None, headers=None):
-    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            return resp.status, dict(resp.headers), resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read().decode()
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,8 @@
-"""Issue 9, one contract: errors with a code and a fix in one shape everywhere, tool schemas an
-agent can use without the README, and a README that matches the wire."""
+"""One contract: errors with a code and a fix in one shape everywhere, tool schemas an agent can use
+without the README (every parameter described and bounded, read-only tools annotated, replies and
+errors matching the published output schema, accepted by the official Python client), the proxy's
+snapshot of the tools, and a README that matches the wire. Against one demo home served by a real
+daemon through a real proxy. (Issue 9.)"""
 
 import ast
 import asyncio
@@ -8,21 +11,19 @@ import os
 import re
 import signal
 import sys
-from pathlib import Path
 
 import jsonschema
 import pytest
 
 from memory_agent import config
 from memory_agent.client import DaemonClient
-from memory_agent.errors import describe
 from memory_agent.index.memory import Memory
 from memory_agent.proxy import TOOLS_SNAPSHOT
 from memory_agent.serve.schemas import ERROR_CODES
 from memory_agent.serve.tools import TOOL_NAMES, tool_list
-from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for
+from tests.memory_agent.mcp_helpers import ROOT, ProxySession, daemon_pids, env_for
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -128,11 +129,6 @@ def test_the_official_python_client_accepts_replies_and_errors(home, shared_cach
     assert bad.is_error and bad.structured_content["error"]["code"] == "not_found"
 
 
-def test_a_bug_is_internal_never_invalid():
-    assert describe(ValueError("int() of 'x'")).code == "internal"
-    assert describe(KeyError("hits")).code == "internal"
-
-
 def test_the_proxy_snapshot_is_the_daemons_tool_list(tools):
     snapshot = json.loads(TOOLS_SNAPSHOT.read_text(encoding="utf-8"))
     assert snapshot == tool_list() == list(tools.values()), (
@@ -171,17 +167,6 @@ def test_the_readme_error_example_is_what_the_wire_carries(session):
     assert documented == {k: result[k] for k in documented}
     table = README.split("<!-- error-codes -->", 1)[1].split("\n\n", 1)[0]
     assert set(re.findall(r"^\| `(\w+)` \|", table, re.M)) == set(ERROR_CODES)
-
-
-def test_every_cli_option_has_help_and_every_command_takes_home_and_json():
-    from memory_agent.cli.main import build_parser
-
-    sub = next(a for a in build_parser()._actions if a.dest == "command")
-    for name, parser in sub.choices.items():
-        options = {o for a in parser._actions for o in a.option_strings}
-        assert {"--home", "--json"} <= options, name
-        for action in parser._actions:
-            assert action.help, (name, action.dest)
 
 
 def test_the_cli_marks_archived_hits_and_names_its_own_commands(home, shared_cache):

@@ -3,16 +3,20 @@ the ones every folder uses, and the ones tests in several folders share (each sa
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
 
 from memory_agent import config
+from memory_agent.client import DaemonClient
 from memory_agent.index.memory import Memory
 from memory_agent.write.gateway import Gateway
 from ragcore import MiniLMEmbedder
 from tests.memory_agent.demo_daemon import _cleanup
 from tests.memory_agent.helpers import make_memory
+from tests.memory_agent.mcp_helpers import ROOT, daemon_pids
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +60,39 @@ def home(tmp_path, shared_cache, monkeypatch):
     Memory(config.load({"home": str(home)})).init(demo=True, embedder="minilm", sync=False)
     yield home
     _cleanup(home)
+
+
+# Demo homes with settings of their own, each served by its daemon: for
+# capture/test_gate_safety.py and recall/test_injection.py.
+@pytest.fixture
+def make_home(tmp_path, shared_cache, monkeypatch):
+    """A demo home with `settings` in its config.toml and its daemon running (model loaded)."""
+    monkeypatch.setenv("MEMORY_AGENT_CACHE", str(shared_cache))
+    monkeypatch.setenv("MEMORY_AGENT_EMBEDDER", "minilm")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the daemon runs this checkout's code
+    homes = []
+
+    def make(settings: str = "", demo: bool = True) -> Path:
+        home = tmp_path / f"home{len(homes)}"
+        Memory(config.load({"home": str(home)})).init(demo=demo, embedder="minilm", sync=False)
+        (home / "config.toml").write_text(f'embedder = "minilm"\n{settings}')
+        homes.append(home)
+        client = DaemonClient(home)
+        client.ensure()
+        client.admin("refresh")
+        return home
+
+    yield make
+    for home in homes:
+        DaemonClient(home).stop(wait=True)
+        for pid in daemon_pids(home):
+            os.kill(pid, signal.SIGKILL)
+
+
+# A home for the hook command to journal into, no daemon: for intake/test_journal.py and
+# serve/test_scrub.py.
+@pytest.fixture
+def capture_home(tmp_path):
+    home = tmp_path / "home"
+    Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
+    return home

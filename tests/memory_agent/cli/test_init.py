@@ -6,9 +6,12 @@ permission rule that allows exactly the read-only tools. (Regression tests from 
 import json
 import stat
 import subprocess
+import sys
 
 from memory_agent.recall import reads
+from memory_agent.serve import mcp_config
 from tests.memory_agent.helpers import git, make_memory
+from tests.memory_agent.mcp_helpers import env_for
 from tests.memory_agent.pinned_home import cli
 
 ENTRY = (
@@ -67,6 +70,58 @@ def test_the_hook_settings_call_the_hook_command_of_each_client(tmp_path):
             [handler] = blocks[0]["hooks"]
             assert "hookrun.py" in handler["command"] and f"--client {client}" in handler["command"]
             assert "async" not in handler
+
+
+# -- 1, 2: what init prints --------------------------------------------------------------------
+def init_json(tmp_path, cache):
+    home = tmp_path / "printed"
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory_agent", "init", "--no-index", "--json", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=env_for(home, cache),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_every_printed_capture_hook_is_synchronous_and_claude_code_gets_a_permission_rule(
+    tmp_path, shared_cache
+):
+    reply = init_json(tmp_path, shared_cache)
+    assert set(reply["mcp"]) and set(reply["hooks"])  # the shape: objects keyed by agent name
+    [claude_key] = [k for k in reply["hooks"] if k.startswith("Claude Code")]
+    [codex_key] = [k for k in reply["hooks"] if k.startswith("Codex")]
+    claude_settings = json.loads(reply["hooks"][claude_key])
+    codex_settings = json.loads(reply["hooks"][codex_key])
+    for settings in (claude_settings, codex_settings):
+        handlers = [h for blocks in settings["hooks"].values() for b in blocks for h in b["hooks"]]
+        assert handlers and not any(h.get("async") for h in handlers)  # -p kills background hooks
+        assert {"Stop", "SessionEnd", "PostToolUse"} <= set(settings["hooks"])
+    assert {"PostToolUseFailure", "PermissionDenied"} <= set(claude_settings["hooks"])
+    assert "PermissionDenied" not in codex_settings["hooks"]  # not a Codex event
+    # the permission rule sits beside the hooks in the Claude Code settings object
+    read_only = [f"mcp__memory__{t}" for t in mcp_config.READ_TOOLS]
+    assert claude_settings["permissions"]["allow"] == read_only
+    from memory_agent.serve.tools import TOOL_NAMES
+
+    assert set(mcp_config.READ_TOOLS) | set(mcp_config.WRITE_TOOLS) == set(TOOL_NAMES)
+
+
+def test_init_says_how_to_allow_the_writes(tmp_path, shared_cache):
+    home = tmp_path / "printed"
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory_agent", "init", "--no-index", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=env_for(home, shared_cache),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert '"permissions"' in proc.stdout and "mcp__memory__memory_search" in proc.stdout
+    assert '"mcp__memory" (every memory tool)' in proc.stdout
+    assert "mcp__memory__memory_add" in proc.stdout and "memory-agent connect" in proc.stdout
 
 
 def test_init_makes_an_existing_home_owner_only_and_says_so(tmp_path, shared_cache):

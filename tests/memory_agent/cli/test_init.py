@@ -4,9 +4,11 @@ permission rule that allows exactly the read-only tools. (Regression tests from 
 18.)"""
 
 import json
+import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 from memory_agent.recall import reads
 from memory_agent.serve import mcp_config
@@ -150,3 +152,11 @@ def test_a_new_config_toml_is_owner_only(tmp_path, shared_cache):
     assert done.returncode == 0, done.stderr
     assert stat.S_IMODE((home / "config.toml").stat().st_mode) == 0o600
     assert json.loads(done.stdout)["tightened"] == []
+
+
+def test_a_new_home_is_owner_only(env_home, minilm_model, gateway):
+    for folder in (env_home, env_home / "kb", env_home / "run", env_home / "index"):
+        assert oct(os.stat(folder).st_mode & 0o777) == "0o700", folder
+    added = gateway.add("Owner only", "Entry files are written 0600.")
+    assert oct(os.stat(added["path"]).st_mode & 0o777) == "0o600"
+    assert Path(added["path"]).is_relative_to(env_home)

@@ -1,18 +1,17 @@
-"""Issue 18, many agents at once: reads never wait for writes, and see each write whole.
-
-A write is held in flight by a `git` on the daemon's PATH that, once armed, stops at the
-write's commit (`git commit-tree`) until the test lets it go: the memory's own write path, held
-at a point every version of it passes while it writes. On the code before this issue every
-read waited for the write's lock, so these tests failed there (a search sent while the write
-was held got no answer until the write was let go).
-"""
+"""Index generations: an old snapshot answers unchanged after writes and a rebuild, a write
+acknowledged during a rebuild is in the new generation, and a CURRENT that names a missing
+generation makes the status inconsistent. (Issues 9 and 18.)"""
 
 from __future__ import annotations
 
 import time
 
+import pytest
+
+from memory_agent.errors import describe
 from memory_agent.recall import reads
-from ragcore import Document, Index
+from ragcore import Document, Index, IndexInconsistent
+from tests.memory_agent.helpers import make_memory
 
 
 def test_an_old_snapshot_answers_unchanged_after_writes_and_a_rebuild(tmp_path, minilm_model):
@@ -88,3 +87,16 @@ def test_a_write_acknowledged_during_a_rebuild_is_in_the_new_generation(
     assert hits and hits[0]["id"] == added["id"]
     assert memory.status()["consistent"]
     memory.close()
+
+
+def test_status_is_inconsistent_when_current_names_a_missing_generation(env_home, minilm_model):
+    memory = make_memory(env_home, minilm_model, resident=True)  # as the daemon holds it
+    memory.init(embedder="minilm")
+    assert memory.status()["consistent"]
+    (memory.cfg.index_dir / "CURRENT").write_text("gen-000042\n")
+    status = memory.status()
+    assert status["consistent"] is False
+    assert "gen-000042" in status["problems"][0] and "missing" in status["problems"][0]
+    with pytest.raises(IndexInconsistent) as refused:
+        reads.search(memory, "how do we lock dependencies")
+    assert "memory-agent rebuild" in describe(refused.value).fix  # the product's words

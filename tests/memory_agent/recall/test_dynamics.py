@@ -1,5 +1,6 @@
 """Memory that learns from use, through the real daemon: reinforcement that survives a restart,
-importance, recall as of a date, the supersede history, and gc that never deletes."""
+importance, recall as of a date, the supersede history, and gc that never deletes - and a fresh demo
+home with nothing dormant whatever the date (issue 9)."""
 
 import json
 import os
@@ -10,8 +11,9 @@ import pytest
 
 from memory_agent import __version__, config
 from memory_agent.client import DaemonClient
+from memory_agent.clock import Clock, parse_time
 from memory_agent.index.memory import Memory
-from memory_agent.recall import policy
+from memory_agent.recall import policy, reads
 from tests.memory_agent.mcp_helpers import daemon_pids
 
 
@@ -199,3 +201,23 @@ def test_gc_lists_then_archives_idle_entries_and_never_removes_a_file(home):
     assert sorted(p.relative_to(kb) for p in kb.rglob("*.md")) == files_before
     got = client.call_tool("memory_get", {"id": "old-sprint-notes"})
     assert got["status"] == "archived" and "gc" in got["archive_reason"]
+
+
+def test_a_fresh_demo_home_has_nothing_dormant_whatever_the_date(tmp_path, minilm_model):
+    from memory_agent.recall.gc import plan
+
+    for when in ("2026-11-30T12:00:00Z", "2031-07-04T08:00:00Z"):
+        home = tmp_path / when[:4]
+        memory = Memory(config.load({"home": str(home)}), embedder=minilm_model)
+        memory.clock = Clock(when)
+        memory.init(demo=True, embedder="minilm")
+        with memory.session():
+            report = plan(memory, memory.clock())
+        assert report["entries"] == 74 and report["dormant"] == [] and report["archive"] == []
+        created = reads.get(memory, "use-uv-for-locking")["created"]
+        age_days = (memory.clock() - parse_time(created)) / 86400
+        assert 2 <= age_days <= 40
+        later = memory.clock() + 200 * 86400  # the same home half a year on: things fade
+        with memory.session():
+            assert plan(memory, later)["dormant"] or plan(memory, later)["archive"]
+        memory.close()

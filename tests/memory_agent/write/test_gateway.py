@@ -334,3 +334,30 @@ def test_a_confirm_writes_the_timestamps_its_preview_showed(tmp_path, shared_cac
         assert Path(path).read_text(encoding="utf-8") == text
     finally:
         memory.close()
+
+
+def test_force_writes_past_a_near_duplicate_and_says_so_in_the_commit(memory, gateway):
+    first = gateway.add(
+        "Write after a crash with request id",
+        "A retried write that carries its request id returns the first reply.",
+    )
+    near = gateway.add(
+        "Write after a crash without request id",
+        "A retried write that carries no request id may write twice.",
+    )
+    assert near["status"] == "duplicate" and near["match"] == "near"
+    assert "force=true" in near["next"]
+    forced = gateway.add(
+        "Write after a crash without request id",
+        "A retried write that carries no request id may write twice.",
+        force=True,
+    )
+    assert forced["status"] == "created" and forced["forced_past"] == first["id"]
+    message = git(memory.kb_dir, "log", "-1", "--format=%B")
+    assert f"Forced past the near-duplicate {first['id']}" in message
+    exact = gateway.add(
+        "Write after a crash with request id",
+        "A retried write that carries its request id returns the first reply.",
+        force=True,
+    )
+    assert exact["status"] == "duplicate" and exact["match"] == "exact"

@@ -1,6 +1,8 @@
-"""Issue 20 (import): `memory-agent import` brings in what people already wrote - CLAUDE.md,
-AGENTS.md, a vault of notes, Claude Code's memory folder. The real daemon (MiniLM) and the real
-CLI as subprocesses, real git; the reading of files is also checked on its own."""
+"""`memory-agent import` brings in what people already wrote - CLAUDE.md, AGENTS.md, a vault of
+notes, Claude Code's memory folder. The reading of files on its own; then the real daemon (MiniLM)
+and the real CLI as subprocesses, real git: a preview, one commit without the secrets, a second
+import writing nothing and an edited section superseding its entry, duplicates left out, the scope
+of the working directory, a daemon killed mid-import. (Issue 20.)"""
 
 import json
 import os

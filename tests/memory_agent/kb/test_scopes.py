@@ -1,6 +1,9 @@
-"""Issue 20 (scopes): memory that knows which project it is in. Real git repositories with
-their own remotes (bare repositories on disk), the real daemon (MiniLM), the real CLI, proxy
-and hook command as subprocesses."""
+"""Memory that knows which project it is in: an entry added in one project is found there and not in
+the other (the scope map, dedup within what a scope sees, a supersede keeping its scope), the
+proxy's roots, episodes and lessons that stay in their project, the injection's budget, the
+browser's scope filter, corpora global unless their scope says otherwise. Real git repositories with
+their own remotes (bare repositories on disk), the real daemon (MiniLM), the real CLI, proxy and
+hook command as subprocesses. (Issue 20.)"""
 
 import json
 import os
@@ -15,83 +18,13 @@ from memory_agent import config
 from memory_agent.capture.lessons import Lesson
 from memory_agent.client import DaemonClient
 from memory_agent.index.memory import Memory
-from memory_agent.intake.projects import identify, normalize_remote, short_name
 from memory_agent.kb.scopes import ScopeMap
 from memory_agent.serve.mcp_config import hook_command
 from tests.memory_agent.helpers import git
 from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for, serve_home
+from tests.memory_agent.project_repos import _repo
 
 CLOCK = "2026-11-30T09:00:00Z"
-
-
-# -- identity ---------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "url",
-    [
-        "git@github.com:Acme/Alpha.git",
-        "ssh://git@github.com/acme/alpha",
-        "ssh://git@github.com:22/acme/alpha.git",
-        "https://github.com/acme/alpha",
-        "https://someone:token@GitHub.com:443/Acme/Alpha.git/",
-        "git://github.com/acme/alpha.git",
-    ],
-)
-def test_every_form_of_a_remote_url_is_one_identity(url):
-    assert normalize_remote(url) == ("github.com/acme/alpha", False)
-
-
-def test_a_path_remote_is_local_and_keeps_its_case(tmp_path):
-    assert normalize_remote("/srv/Git/alpha.git") == ("/srv/Git/alpha", True)
-    assert normalize_remote("file:///srv/Git/alpha") == ("/srv/Git/alpha", True)
-    assert normalize_remote("../up/alpha.git", tmp_path / "repo") == (
-        str(tmp_path / "up" / "alpha"),
-        True,
-    )
-    assert short_name("github.com/acme/alpha") == "alpha"
-    assert short_name("/home/me/My Notes") == "my-notes"
-
-
-def _repo(path, remote=None):
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    git(
-        path,
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@t",
-        "commit",
-        "-q",
-        "--allow-empty",
-        "-m",
-        "start",
-    )
-    if remote:
-        git(path, "remote", "add", "origin", remote)
-    return path
-
-
-def test_clones_and_worktrees_share_a_project_and_a_repo_without_remote_is_its_root(tmp_path):
-    alpha = _repo(tmp_path / "alpha", "git@github.com:Acme/Alpha.git")
-    (alpha / "src" / "deep").mkdir(parents=True)
-    clone = _repo(tmp_path / "elsewhere" / "alpha-clone", "https://github.com/acme/alpha")
-    git(alpha, "worktree", "add", "-q", str(tmp_path / "alpha-wt"))
-    for folder in (alpha, alpha / "src" / "deep", clone, tmp_path / "alpha-wt"):
-        found = identify(folder)
-        assert found is not None and found.identity == "github.com/acme/alpha", folder
-        assert not found.local
-    git(alpha, "remote", "add", "backup", "git@example.com:x/other.git")
-    assert identify(alpha).identity == "github.com/acme/alpha"  # origin wins
-    bare = _repo(tmp_path / "notes")
-    git(bare, "worktree", "add", "-q", str(tmp_path / "notes-wt"))
-    for folder in (bare, tmp_path / "notes-wt"):
-        found = identify(folder)
-        assert found.identity == str(bare) and found.local and found.remote is None
-        assert "local to this machine" in found.describe()
-    outside = tmp_path / "plain"
-    outside.mkdir()
-    assert identify(outside) is None
-    assert identify(tmp_path / "gone") is None
 
 
 # -- a home with two projects -----------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from ragcore import MiniLMEmbedder
 from tests.memory_agent.demo_daemon import _cleanup
 from tests.memory_agent.helpers import make_memory
 from tests.memory_agent.mcp_helpers import ROOT, daemon_pids
+from tests.memory_agent.two_homes import Home
 
 
 @pytest.fixture(scope="session")
@@ -96,3 +98,18 @@ def capture_home(tmp_path):
     home = tmp_path / "home"
     Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)
     return home
+
+
+# Two homes (a laptop and a desktop) and an empty bare remote: for index/test_kb_commit.py and the
+# sync tests.
+@pytest.fixture
+def pair(tmp_path, shared_cache, monkeypatch):
+    monkeypatch.setenv("MEMORY_AGENT_CACHE", str(shared_cache))
+    monkeypatch.setenv("MEMORY_AGENT_EMBEDDER", "minilm")
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    a = Home(tmp_path / "laptop", shared_cache, "laptop")
+    b = Home(tmp_path / "desktop", shared_cache, "desktop")
+    yield a, b, remote
+    a.stop()
+    b.stop()

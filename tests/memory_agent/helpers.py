@@ -17,3 +17,11 @@ def git(kb: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(kb), *args], capture_output=True, text=True, check=True
     ).stdout
+
+
+def commit(kb, message: str) -> None:
+    git(kb, "-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qm", message)
+
+
+def head_of(kb) -> str:
+    return git(kb, "rev-parse", "HEAD").strip()

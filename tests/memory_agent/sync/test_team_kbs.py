@@ -1,14 +1,17 @@
-"""Issue 21 (a team): a second, shared KB in one home. Two homes and a bare repository for the
-team KB on disk, real daemons (MiniLM), the real CLI as a subprocess, real git; the Qdrant
-tenant filter against qdrant-client's in-process engine."""
+"""A team: a second, shared KB in one home. Shared between two homes without a rebuild, one id in
+two KBs, writes landing in the team KB (and a crashed one finished there), a read-only KB, `kb
+remove` keeping unpushed work, the registry, scopes inside the team KB, the browser's KB filter, the
+daemons' own rounds, a clone deleted by hand. Two homes and a bare repository for the team KB on
+disk, real daemons (MiniLM), the real CLI as a subprocess, real git. (Issue 21.)"""
 
 import re
 import subprocess
 
 import pytest
 
-from tests.issues.test_21_sync import Home
-from tests.memory_agent.helpers import git
+from tests.memory_agent.helpers import commit, git
+from tests.memory_agent.sync.remotes import kb_with_remote, note
+from tests.memory_agent.two_homes import Home
 
 
 class TeamHome(Home):
@@ -275,47 +278,6 @@ def test_scopes_apply_inside_the_team_kb(homes, tmp_path):
     assert dup["status"] == "duplicate" and dup["duplicate_of"] == tid
 
 
-@pytest.mark.parametrize("server", [False, True], ids=["in-memory", "qdrant-server-path"])
-def test_the_kb_filter_is_pushed_down_to_qdrant(tmp_path, server):
-    """One collection, every KB a tenant in the `source` payload field (kb, kb:<name>), the KB
-    filter pushed down: the index on qdrant-client's in-process engine (the server path's
-    code; no server runs here) answers exactly what the in-memory store answers."""
-    import dataclasses
-
-    import ragcore
-    from ragcore import Filter, Index
-    from ragcore.store import FILTER_FIELDS, qdrant_filter
-    from tests.ragcore.hashed_corpus import Hashing, _corpus
-
-    if server:
-        pytest.importorskip("qdrant_client", reason="the server path needs the qdrant extra")
-    tenants = {"wiki": "kb:team", "repo": "kb:ops"}
-    docs = [dataclasses.replace(d, source=tenants.get(d.source, d.source)) for d in _corpus()]
-    index = Index(
-        tmp_path / "index",
-        ragcore.CachedEmbedder(Hashing(), None),
-        qdrant_location=str(tmp_path / "qdrant") if server else None,
-    )
-    index.build(docs)
-    snap = index.snapshot()
-    query = index.embedder.embed_query("alpha omega").dense
-    for flt in (
-        Filter(sources=("kb:team",)),
-        Filter(sources=("kb", "kb:team"), statuses=("active",)),
-        Filter(sources=("kb:ops",), scopes=("global", "alpha")),
-    ):
-        expected = {
-            d.id for d in docs if flt.matches({**d.meta, "doc_id": d.id, "source": d.source})
-        }
-        assert expected, flt
-        assert {snap.doc_of(c) for c, _ in snap.channels(flt).dense(query, 500)} == expected, flt
-    index.close()
-    assert "source" in FILTER_FIELDS  # a keyword payload index on a server
-    pushed = qdrant_filter(Filter(sources=("kb:team",))) if server else None
-    if pushed is not None:
-        assert [(c.key, c.match.any) for c in pushed.must] == [("source", ["kb:team"])]
-
-
 def test_the_registry_refuses_a_malformed_file_with_the_fix(tmp_path):
     from memory_agent.kb.kbs import Registry
 
@@ -476,3 +438,59 @@ def test_a_keyword_search_before_the_first_scan_covers_every_kb(homes):
     finally:
         memory.close()
     assert [h["id"] for h in hits][:1] == [tid] and hits[0]["kb"] == "team"
+
+
+def test_a_team_clone_deleted_by_hand_leaves_status_and_the_other_kbs_sync_working(homes):
+    """`rm -rf <home>/kbs/team` (instead of `kb remove`): `memory-agent status`, `remote` and
+    `sync` all failed as `git` ("... is not a git repository", fix "run `memory-agent init`"),
+    so no KB of the home synced any more. Fails at the status call (exit 2)."""
+    import shutil
+
+    a, _, remote = homes
+    personal_remote = remote.parent / "personal.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(personal_remote)], check=True)
+    a.cli("remote", "set", str(personal_remote))
+    a.cli("kb", "add", "team", str(remote))
+    a.add_to("team", "A team entry", "Some team text for the test.")
+    a.sync()
+    shutil.rmtree(a.team)
+    _, status = a.cli("status")
+    team = status["remote"]["kbs"][0]
+    assert team["kb"] == "team" and team["error"]["code"] == "not_found"
+    assert "memory-agent kb remove team" in team["error"]["fix"]
+    mine = a.add("Written after the clone went", "A personal entry the round still pushes.")
+    err = a.error("sync")  # the personal round runs; the command fails naming the team KB
+    assert err["code"] == "not_found" and "kb team" in err["message"]
+    assert mine in git(personal_remote, "log", "--all", "--format=%s")
+    assert a.error("sync", "--kb", "team")["code"] == "not_found"
+    _, removed = a.cli("kb", "remove", "team")  # the fix works
+    assert removed["removed"] is True
+    assert a.cli("sync")[0] == 0
+
+
+def test_kb_remove_of_a_read_only_kb_with_a_commit_by_hand_names_a_fix_that_works(tmp_path):
+    """A read-only KB holding a commit made by hand: `kb remove` refused naming `memory-agent
+    sync --kb NAME` "to push them" - but a read-only KB's round never pushes, so the fix
+    never worked and the KB could not be removed. Fails at the fix's text."""
+    from memory_agent.errors import Conflict
+    from memory_agent.kb.kbs import Registry
+    from memory_agent.sync.clones import add_kb, remove_kb
+
+    kb, remote, syncer = kb_with_remote(tmp_path)
+    registry = Registry(tmp_path / "home")
+    registry.home.mkdir()
+    place = add_kb(registry, "handbook", str(remote), writable=False)
+    note(place.dir, "by-hand", "Written in the read-only clone by hand.")
+    commit(place.dir, "by hand")
+    with pytest.raises(Conflict) as caught:
+        remove_kb(registry, "handbook")
+    fix = caught.value.fix
+    assert "sync --kb handbook` to push" not in fix and "read-only" in caught.value.message
+    branch = git(place.dir, "rev-parse", "--abbrev-ref", "HEAD").strip()
+    keep = f"git -C {place.dir} branch kept-by-hand"
+    back = f"git -C {place.dir} reset --keep origin/{branch}"
+    assert keep in fix and back in fix
+    for command in (keep, back):
+        subprocess.run(command, shell=True, check=True)
+    moved = remove_kb(registry, "handbook")["moved_to"]  # the fix works, and nothing is lost
+    assert git(moved, "log", "-1", "--format=%s", "kept-by-hand").strip() == "by hand"

@@ -16,6 +16,9 @@ packages import each other even inside one layer.
 The same order is drawn in the README's "Architecture" section and in docs/layout.md; tests
 check that the drawing names the same layers in the same order and that docs/layout.md gives
 every module a line.
+
+The tests follow the same map (docs/layout.md, "Where the tests are"): no test file is named
+after an issue, and no two test files share a name.
 """
 
 from __future__ import annotations
@@ -507,3 +510,31 @@ def test_a_package_init_may_reexport_its_own_submodules_but_not_close_a_circle(t
         "cycle of 2 modules: app.__init__ -> app.top.serve (app/__init__.py:1); "
         "app.top.serve -> app.__init__ (app/top/serve.py:1)"
     ]
+
+
+# -- where the tests are (docs/layout.md, "Where the tests are") -----------------------------
+TESTS = ROOT / "tests"
+
+
+def _tracked(paths: Iterable[Path]) -> list[str]:
+    """The paths under tests/, leaving out what Python caches beside them."""
+    return sorted(str(p.relative_to(ROOT)) for p in paths if "__pycache__" not in p.parts)
+
+
+def test_no_test_file_is_named_after_an_issue():
+    """A test is filed by what it tests, beside the code (`tests/memory_agent/sync/
+    test_replay.py`), never by the issue it came from (`tests/issues/test_21_sync.py`): the issue
+    goes in its docstring."""
+    numbered = _tracked(TESTS.rglob("test_[0-9]*"))
+    assert numbered == [], "name these by what they test (docs/layout.md, 'Where the tests are')"
+    issues = _tracked(p for p in (TESTS / "issues").rglob("*") if p.is_file())
+    assert not issues, f"file these beside the code they test, not in tests/issues/: {issues}"
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports a test file by its name alone (these folders have no `__init__.py`): a
+    second `test_gateway.py` anywhere under tests/ would collide with the first."""
+    where: dict[str, list[str]] = {}
+    for path in _tracked(TESTS.rglob("test_*.py")):
+        where.setdefault(Path(path).name, []).append(path)
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}

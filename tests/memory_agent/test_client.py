@@ -1,7 +1,9 @@
 """`DaemonClient`: its MCP calls keep their connection for the next call and never send a message
 twice (a stand-in daemon, HTTP/1.1 on a Unix socket as uvicorn serves it, counts what arrives); a
 client that loses the start race waits for the winner; Ctrl-C while it waits for the spawn lock
-exits 130; a daemon that dies mid-call is said so. (Failure modes from issue 9.)"""
+exits 130; a daemon that dies mid-call is said so. (Failure modes from issue 9.)
+
+(The demo home `home` is the memory_agent conftest's.)"""
 
 from __future__ import annotations
 

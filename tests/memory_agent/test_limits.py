@@ -1,6 +1,7 @@
 """The bound of every input: oversized input refused naming its bound (before anything past it
-reaches the usage log), a logged query cut to its bound. Through a real proxy and daemon. (Issue
-9.)"""
+reaches the usage log), a logged query cut to its bound. Through a real proxy and daemon. (Issue 9.)
+
+(The demo home `home` is the memory_agent conftest's.)"""
 
 import json
 

@@ -1,6 +1,8 @@
 """The ingest gate through the real hook command and a real daemon: a recurring, verified failure ->
 fix promoted once; propose mode and a rejection that sticks; an optional summarising model that
-rewrites the text but does not decide. (Issue 11.)"""
+rewrites the text but does not decide. (Issue 11.)
+
+(`home`, a demo home with its daemon running, is capture/conftest.py's.)"""
 
 import http.server
 import json

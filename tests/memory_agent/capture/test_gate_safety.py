@@ -2,7 +2,9 @@
 data, never promoted, and an imperative to the reader is held for a person (the tools' own hints are
 not); ANSI and overlong lessons are cleaned, a lesson the gateway refuses is skipped and recorded;
 the gate reads only what was appended, and a slow summarizer holds no search. The real hook command
-against a real daemon and a real git knowledge base. (Issue 17, items 10 to 12.)"""
+against a real daemon and a real git knowledge base. (Issue 17, items 10 to 12.)
+
+(`make_home` is the memory_agent conftest's.)"""
 
 import http.server
 import json

@@ -1,7 +1,9 @@
 """The real `memory-agent hook` command with Claude Code's documented JSON against a real daemon:
 every event journaled and redacted, tool output cut, injection without echo of a session's own
 episodes, episodes as a read-only source; and a hook that never breaks the agent (no home, no
-daemon, no budget, not JSON, capture off). (Issue 11.)"""
+daemon, no budget, not JSON, capture off). (Issue 11.)
+
+(`home`, a demo home with its daemon running, is capture/conftest.py's.)"""
 
 import json
 import os

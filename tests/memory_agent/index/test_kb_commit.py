@@ -2,7 +2,9 @@
 the files git changed between it and HEAD are refreshed - a pull or a reset made with plain git
 while the daemon was stopped, a recorded commit git no longer has, a commit made by hand without
 inotify. Two homes and a bare repository on disk, real daemons (MiniLM), the real CLI, real git.
-(Issue 21.)"""
+(Issue 21.)
+
+(`pair`, two homes and a bare remote, is the memory_agent conftest's.)"""
 
 from tests.memory_agent.helpers import commit, git, head_of
 from tests.memory_agent.two_homes import shared_pair

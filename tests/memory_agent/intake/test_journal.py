@@ -1,7 +1,9 @@
 """The journal (L0): compaction never loses a line; inputs are cut rather than dropped (a 2 MB
 prompt, a lone surrogate, 900 levels deep), cut with a margin so no fragment of a secret across the
 cut is left; a tool's output bounded as a whole, and a record redacted within one budget. (Issues 11
-and 17.)"""
+and 17.)
+
+(`capture_home` is the memory_agent conftest's.)"""
 
 from __future__ import annotations
 

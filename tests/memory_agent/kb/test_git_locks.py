@@ -3,7 +3,9 @@ status` loop are retried and leave nothing staged; a stale `index.lock` is named
 command that removes it, a lock held while git runs names the process and says wait, and where the
 process table cannot be read no lock is called stale; a full disk is called a full disk. Real git in
 tmp folders, the real daemon and CLI. (Issue 18; each test failed on the code before its fix, see
-the comment above it.)"""
+the comment above it.)
+
+(`home` is kb/conftest.py's.)"""
 
 from __future__ import annotations
 

@@ -3,7 +3,9 @@ in a rebase stopped at `edit`, on another branch, in a KB that is a worktree mid
 merge, is refused with the way out and nothing lost; the branch is recorded at the first start; the
 gate retries a lesson it could not write; a person's commit between staging and the HEAD update
 finishes the write. Real git in tmp folders, the real daemon and CLI. (Issue 18; each test failed on
-the code before its fix, see the comment above it.)"""
+the code before its fix, see the comment above it.)
+
+(`home` is kb/conftest.py's.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """Files written by hand in the KB, as the daemon's change-driven scan sees them: a copy under an id
 already used, a symbolic link, a file whose folder disagrees with its type - the same rules as a
 full scan, for search and `memory_get` alike; and an entry with five thousand links read only up to
-the bound. Real git, the real daemon. (Issue 18, items 5 and 6.)"""
+the bound. Real git, the real daemon. (Issue 18, items 5 and 6.)
+
+(`home` is kb/conftest.py's.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """The recall the hooks inject before a prompt stays useful and safe: another session's fetched page
 and a lesson the gate wrote are quoted as data, a long session still gets other sessions' memory, a
 bare question never outranks its answer, identical episodes are injected once. The real hook command
-against a real daemon. (Issue 17, items 10, 13 and 14.)"""
+against a real daemon. (Issue 17, items 10, 13 and 14.)
+
+(`make_home` is the memory_agent conftest's.)"""
 
 import re
 

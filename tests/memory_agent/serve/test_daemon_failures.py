@@ -1,6 +1,8 @@
 """Failure modes of the daemon a user meets, as real processes: a missing model fails fast in one
 line whose advice works, searches answer from the live generation while a rebuild runs, a daemon
-that cannot bind says why. (Regression tests from issue 9: each failed before its fix, e8baefb.)"""
+that cannot bind says why. (Regression tests from issue 9: each failed before its fix, e8baefb.)
+
+(The demo home `home` is the memory_agent conftest's.)"""
 
 import json
 import os

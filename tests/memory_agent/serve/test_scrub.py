@@ -1,7 +1,9 @@
 """`memory-agent scrub`: what earlier versions stored verbatim - plain and gzipped journals, events,
 the gate's inbox - redacted in place, idempotent; the daemon scrubs once at its first start and the
 episodes follow; the gate's read positions are reset so no episode counts twice; a running daemon is
-stopped before the journal is rewritten. (Issue 17.)"""
+stopped before the journal is rewritten. (Issue 17.)
+
+(`capture_home` is the memory_agent conftest's.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """What a round may publish: the commits to push scanned for secrets - in a file, in a file that was
 a symbolic link, in a commit message - with one git process for every blob, and a secret refused
 with the way out; no round while a rebase is in progress or HEAD is detached. (Issue 21; the
-adversarial pass's tests each pin a defect found.)"""
+adversarial pass's tests each pin a defect found.)
+
+(`pair`, two homes and a bare remote, is the memory_agent conftest's.)"""
 
 import subprocess
 

@@ -4,7 +4,9 @@ on both sides a fork in any file order, hand edits on both sides upstream's text
 folder upstream made a symbolic link never written through, file names that are not ASCII, an entry
 moved to another type folder by hand. Real git repositories in tmp dirs (a bare remote and KBs), a
 real `Syncer`, or two homes with real daemons. (Issue 21; the adversarial pass's tests each pin a
-defect found.)"""
+defect found.)
+
+(`pair`, two homes and a bare remote, is the memory_agent conftest's.)"""
 
 import re
 

@@ -5,7 +5,9 @@ replayed; a rewritten upstream stops sync and keeps every local commit; an uncom
 way and a stale index lock are named with their fix; a round embeds the incoming entries before it
 takes the write lock; `status` lists forks from a cache; the daemon syncs on its own. Two homes and
 a bare repository on disk, real daemons (MiniLM), the real CLI as a subprocess, real git. (Issue
-21.)"""
+21.)
+
+(`pair`, two homes and a bare remote, is the memory_agent conftest's.)"""
 
 import os
 import subprocess

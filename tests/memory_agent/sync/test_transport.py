@@ -1,6 +1,8 @@
 """Talking to the remote: a push the remote refuses by its own rule is named so (not retried as a
 race), a token in any part of the URL's userinfo is never shown or stored, a user name without a
-password is shown, and a relative path is the one the person typed. (Issue 21.)"""
+password is shown, and a relative path is the one the person typed. (Issue 21.)
+
+(`pair`, two homes and a bare remote, is the memory_agent conftest's.)"""
 
 import json
 import subprocess

@@ -87,7 +87,7 @@ def test_a_capture_hook_is_cheap_enough_to_run_synchronously(home, shared_cache)
     assert len(records(home, "cost")) == 6
 
 
-# -- 3: a denied tool call ---------------------------------------------------------------------
+# -- a denied tool call ----------------------------------------------------------------------------
 def test_a_denied_tool_call_is_journaled_as_denied_and_the_gate_does_not_learn_from_it(
     home, shared_cache
 ):
@@ -125,7 +125,7 @@ def test_a_denied_tool_call_is_journaled_as_denied_and_the_gate_does_not_learn_f
     assert not step.ok and step.error == ""  # the gate learns only from steps with an error
 
 
-# -- 5: an interruption --------------------------------------------------------------------------
+# -- an interruption -------------------------------------------------------------------------------
 def test_an_interrupted_tool_call_is_an_interruption_not_a_failure(home, shared_cache):
     s = "esc-1"
     hook(
@@ -165,7 +165,7 @@ def test_an_interrupted_tool_call_is_an_interruption_not_a_failure(home, shared_
     assert [step.error for step in episode.steps] == ["", "Error: Cannot find module 'jest'"]
 
 
-# -- 6: Codex ------------------------------------------------------------------------------------
+# -- Codex -----------------------------------------------------------------------------------------
 SESSION = "01a232f1-201d-7f23-88f8-9f41b7cbf573"
 TURN = "01a232f1-2043-7d01-93be-9561dc8e2854"
 
@@ -317,7 +317,7 @@ def test_a_codex_mcp_result_is_stored_once_and_its_is_error_read(home, shared_ca
     assert failed["ok"] is False
 
 
-# -- 12: hook_budget_ms in config.toml -------------------------------------------------------------
+# -- hook_budget_ms in config.toml -----------------------------------------------------------------
 def test_the_hook_budget_is_read_from_config_toml(home, shared_cache):
     with open(home / "config.toml", "a") as fh:
         fh.write("hook_budget_ms = 1\n")
@@ -336,7 +336,7 @@ def test_the_hook_budget_is_read_from_config_toml(home, shared_cache):
     assert "over the 1 ms budget" in (home / "run" / "hooks.log").read_text()
 
 
-# -- done when: status shows each agent client's last hook event ---------------------------------
+# -- status shows each agent client's last hook event ----------------------------------------------
 def test_status_shows_when_each_agent_clients_last_hook_event_arrived(tmp_path, shared_cache):
     home = tmp_path / "home"
     Memory(config.load({"home": str(home)})).init(embedder="minilm", sync=False)

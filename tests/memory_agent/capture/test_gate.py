@@ -14,7 +14,6 @@ from tests.memory_agent.capture.claude_code import base, hook
 from tests.memory_agent.helpers import git
 
 
-# -- the gate ------------------------------------------------------------------------------------
 def failure_then_fix(home, cache, session, n):
     hook(home, cache, "prompt", base(session, "UserPromptSubmit", prompt=f"run the tests ({n})"))
     hook(

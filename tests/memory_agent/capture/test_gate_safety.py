@@ -51,7 +51,7 @@ def commits(home, since):
     return git(home / "kb", "log", "--format=%s", f"{since}..HEAD").splitlines()
 
 
-# -- item 10: what an attacker prints ---------------------------------------------------------------
+# -- what an attacker prints -----------------------------------------------------------------------
 def test_propose_is_the_default_mode(make_home, shared_cache):
     assert config.load({}).gate == "propose"
     home = make_home()  # no `gate` setting
@@ -146,7 +146,7 @@ def test_a_plain_imperative_printed_by_a_command_is_proposed_not_written(make_ho
     assert commits(home, head) == [f"memory: add {entry}"]  # nothing else reached the KB
 
 
-# -- item 11: one lesson the gateway refuses ----------------------------------------------------------
+# -- one lesson the gateway refuses ----------------------------------------------------------------
 def test_ansi_and_overlong_lessons_are_cleaned_and_the_state_is_saved(make_home, shared_cache):
     home = make_home('gate = "auto"\n')
     head = git(home / "kb", "rev-parse", "HEAD").strip()
@@ -192,7 +192,7 @@ def test_a_lesson_the_gateway_refuses_is_skipped_and_recorded(make_home, shared_
     assert again["skipped"] == [] and again["promoted"] == [] and again["failed"] == []
 
 
-# -- item 12: incremental, and the summarizer outside the lock ----------------------------------------
+# -- incremental, and the summarizer outside the lock ----------------------------------------------
 def test_the_gate_reads_only_what_was_appended(make_home, shared_cache):
     home = make_home()
     journal = home / "journal"

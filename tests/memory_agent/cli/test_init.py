@@ -74,7 +74,7 @@ def test_the_hook_settings_call_the_hook_command_of_each_client(tmp_path):
             assert "async" not in handler
 
 
-# -- 1, 2: what init prints --------------------------------------------------------------------
+# -- what init prints ------------------------------------------------------------------------------
 def init_json(tmp_path, cache):
     home = tmp_path / "printed"
     proc = subprocess.run(

@@ -13,7 +13,6 @@ from ragcore import Document
 from tests.memory_agent.helpers import make_memory
 
 
-# -- no per-document work on a search when nothing changed -----------------------------------
 def _entry(kb, n, text):
     path = kb / "note" / f"bulk-{n:04d}.md"
     path.write_text(

@@ -31,7 +31,6 @@ from tests.memory_agent.mcp_helpers import env_for
 from tests.memory_agent.stored_secrets import GH
 
 
-# -- the journal keeps every line ------------------------------------------------------------------
 def test_compaction_never_loses_a_line(tmp_path):
     folder = tmp_path / "journal"
     for i in range(50):
@@ -127,7 +126,7 @@ def test_inputs_that_were_dropped_whole_are_journaled(capture_home, case):
         assert "nested deeper than" in json.dumps(record["input"])
 
 
-# -- item 4: the output bounded as a whole ---------------------------------------------------
+# -- the output bounded as a whole -----------------------------------------------------------------
 def test_a_write_response_is_bounded_as_a_whole(tmp_path):
     content = "".join(f"line {i}: some file content here\n" for i in range(3000))
     response = {

@@ -9,7 +9,6 @@ from tests.memory_agent.helpers import git
 from tests.memory_agent.project_repos import _repo
 
 
-# -- identity ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "url",
     [

@@ -165,7 +165,7 @@ def test_redaction_is_idempotent():
     assert redact(once) == once
 
 
-# -- item 7: secrets on the structure ------------------------------------------------------
+# -- secrets on the structure ----------------------------------------------------------------------
 def test_a_key_that_names_a_secret_hides_its_whole_value_at_any_depth(tmp_path):
     values = {
         "password": 90817263,  # a number
@@ -210,7 +210,7 @@ def test_a_key_that_names_a_secret_hides_its_whole_value_at_any_depth(tmp_path):
     assert "[REDACTED" in back["input"]["config"]["db"]["password"]
 
 
-# -- item 8: the shapes --------------------------------------------------------------------
+# -- the shapes ------------------------------------------------------------------------------------
 SHAPES = {
     "curl -u": ("curl -u deploy:Hunt3rPassw0rd https://api.example.com", "Hunt3rPassw0rd"),
     "curl --user": ("curl --user deploy:Hunt3rPassw0rd https://x.io", "Hunt3rPassw0rd"),
@@ -278,7 +278,7 @@ def test_the_service_logs_a_search_redacted(memory, tmp_path):
     assert "Pl41nQu3ryS3cret" not in text and GH not in text  # ... redacted
 
 
-# -- item 9: linear time, the margin cut, nothing dropped ------------------------------------
+# -- linear time, the margin cut, nothing dropped --------------------------------------------------
 def test_redaction_time_grows_linearly_on_adversarial_input():
     """A 3 KB token-like run took 0.87 s and 4,000 hex characters 1.7 s (backtracking). Each
     adversarial input of 1.6 MB must now finish (in a subprocess that a timeout ends), in

@@ -33,7 +33,7 @@ def test_another_sessions_fetched_page_is_injected_as_quoted_data(make_home, sha
     assert label.startswith("- [episodes/web-a/1] (episode: a record of another session")
 
 
-# -- items 13 and 14: injection that stays useful -------------------------------------------------------
+# -- injection that stays useful -------------------------------------------------------------------
 def test_a_long_session_still_gets_other_sessions_memory(make_home, shared_cache):
     home = make_home(demo=False)
     question = "how do we rotate the signing keys of the billing service"

@@ -27,7 +27,6 @@ from memory_agent.serve.scrub import scrub_home
 from tests.memory_agent.mcp_helpers import daemon_pids, env_for
 from tests.memory_agent.stored_secrets import AWS_SECRET, stored
 
-# -- what earlier versions stored: memory-agent scrub ----------------------------------------
 OLD = {  # what an earlier version stored verbatim
     "input password": "OldPl41nPassw0rd",
     "curl": "Hunt3rCurlPass",

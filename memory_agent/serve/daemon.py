@@ -1,7 +1,9 @@
 """The resident daemon: one model, one index and every write, for all agent sessions of a home.
 
-It serves MCP over streamable HTTP (stateless, JSON responses) on a Unix socket in `run/`
-(mode 0600, in a 0700 folder), plus three plain routes: `GET /health`, `POST /admin/stop`,
+It serves MCP over streamable HTTP (stateless, JSON responses) on its endpoint
+(`memory_agent.endpoint`): a Unix socket in `run/` (mode 0600, in a 0700 folder), or where the
+OS has none (Windows; the `transport` setting) 127.0.0.1 on a free port with a token every
+request must carry (`run/daemon.json`, 0600). Plus three plain routes: `GET /health`, `POST /admin/stop`,
 `POST /admin/rebuild`. One daemon per home: it holds `run/daemon.lock` for its whole life
 (a second one exits with a message naming the first) and the home lock, so no other process
 touches the index meanwhile.
@@ -19,6 +21,7 @@ Logs go to `run/daemon.log` (and stderr with `--foreground`); nothing is written
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -31,7 +34,8 @@ from typing import Any
 from memory_agent import __version__
 from memory_agent import config as config_mod
 from memory_agent.client import DAEMON_KEEPALIVE_S
-from memory_agent.errors import AlreadyRunning, DaemonError
+from memory_agent.endpoint import DAEMON_JSON, SOCKET, TOKEN_HEADER, transport_for, write_endpoint
+from memory_agent.errors import AlreadyRunning, ConfigError, DaemonError
 from memory_agent.files import FileLock
 
 __all__ = ["AlreadyRunning", "run_daemon"]
@@ -89,6 +93,65 @@ def _take_daemon_lock(run_dir: Path) -> FileLock:
         )
         raise AlreadyRunning(f"a memory daemon is already running for this home (pid {pid})")
     return lock
+
+
+def _listen(run_dir: Path, transport: str) -> tuple[socket.socket, str | None, str]:
+    """The daemon's listening socket for its transport (`memory_agent.endpoint`): (the socket,
+    the token clients must send - None for the Unix socket, whose permissions are the check -,
+    where it listens, for the log)."""
+    if transport_for(transport) == "unix":
+        path = run_dir / SOCKET
+        return _bind_socket(path), None, str(path)
+    import secrets
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.bind(("127.0.0.1", 0))
+    except OSError as exc:
+        sock.close()
+        raise DaemonError(
+            f"cannot listen on 127.0.0.1: {exc.strerror}",
+            "check that the loopback interface is up and a local port is free",
+        ) from exc
+    sock.listen(128)
+    port, token = sock.getsockname()[1], secrets.token_urlsafe(32)
+    write_endpoint(run_dir, port, token)
+    return sock, token, f"127.0.0.1:{port}"
+
+
+class TokenGate:
+    """Every request over TCP carries the token of run/daemon.json, or is refused (401)."""
+
+    def __init__(self, app: Any, token: str):
+        self.app = app
+        self.token = token.encode()
+        self.header = TOKEN_HEADER.lower().encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            import hmac
+
+            given = next((v for k, v in scope["headers"] if k == self.header), b"")
+            if not hmac.compare_digest(given, self.token):
+                body = json.dumps(
+                    {
+                        "error": {
+                            "code": "invalid",
+                            "message": "this daemon answers only requests with its token",
+                            "fix": "connect through memory-agent (it reads run/daemon.json)",
+                        }
+                    }
+                ).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
 
 
 def _bind_socket(path: Path) -> socket.socket:
@@ -409,7 +472,8 @@ def run_daemon(
     from memory_agent.serve.service import Service
 
     pid_file = run_dir / "daemon.pid"
-    sock_path = run_dir / "daemon.sock"
+    sock_path = run_dir / SOCKET
+    endpoint_file = run_dir / DAEMON_JSON
     service = Service(memory)
     from memory_agent.serve import scrub  # issue 17: once on upgrade, redact what was stored before
 
@@ -417,12 +481,15 @@ def run_daemon(
     holder: dict[str, Any] = {}
     try:
         try:
-            sock = _bind_socket(sock_path)
-        except DaemonError as exc:
+            endpoint_file.unlink(missing_ok=True)  # a dead daemon's: we hold the daemon lock
+            sock, token, where = _listen(run_dir, str(cfg.transport))
+        except (DaemonError, ConfigError) as exc:
             log.error("%s; fix: %s", exc.message, exc.fix)
             raise
         pid_file.write_text(f"{os.getpid()}\n")
         app = build_app(service, holder)
+        if token is not None:
+            app = TokenGate(app, token)
         server = _server_class()(
             uvicorn.Config(
                 app,
@@ -444,7 +511,7 @@ def run_daemon(
             "memory-agent %s daemon pid %d serving %s (home %s, embedder %s)",
             __version__,
             os.getpid(),
-            sock_path,
+            where,
             memory.home,
             cfg.embedder,
         )
@@ -457,7 +524,7 @@ def run_daemon(
         log.info("daemon pid %d stopped", os.getpid())
         return 0
     finally:
-        for path in (sock_path, pid_file):
+        for path in (sock_path, endpoint_file, pid_file):
             try:
                 path.unlink()
             except FileNotFoundError:

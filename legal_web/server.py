@@ -9,7 +9,6 @@ port and the lock are released and it exits 0.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import json
 import logging
@@ -30,12 +29,37 @@ def default_home(data_dir: Path) -> Path:
     return base / "legal_web" / f"{data_dir.resolve().name}-{tag}"
 
 
+def _try_lock(fh) -> bool:
+    """An exclusive lock on the open file, without waiting, on any OS: flock where the fcntl
+    module exists, msvcrt on Windows, lockf otherwise (this app may not import memory_agent,
+    whose `files.FileLock` is the same rule; tests/legal_web pins that)."""
+    try:
+        import fcntl
+
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except ImportError:
+        pass
+    except BlockingIOError:
+        return False
+    try:
+        if sys.platform == "win32":
+            import msvcrt
+
+            fh.seek(1 << 30)
+            msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
+        else:
+            fh.seek(0)
+            os.lockf(fh.fileno(), os.F_TLOCK, 0)
+    except OSError:
+        return False
+    return True
+
+
 def _lock(home: Path):
     home.mkdir(parents=True, exist_ok=True)
     fh = open(home / "web.lock", "a+")  # noqa: SIM115 - held for the process's life
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if not _try_lock(fh):
         fh.seek(0)
         pid = fh.read().strip() or "?"
         fh.close()
@@ -121,5 +145,4 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sock.close()
         engine.close()
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        lock.close()
+        lock.close()  # (closing it releases the lock)

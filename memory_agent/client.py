@@ -17,7 +17,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_agent import __version__
+from memory_agent.endpoint import Endpoint, connect, read_endpoint
 from memory_agent.errors import DaemonError, ErrorInfo, Invalid, ToolCallError, from_wire
 from memory_agent.files import FileLock
 from memory_agent.limits import MAX_MESSAGE_BYTES, lone_surrogate
@@ -48,20 +48,24 @@ class NotConnected(ConnectionError):
     """No daemon accepted the connection: the request was never sent (safe to send again)."""
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float):
-        super().__init__("localhost", timeout=timeout)
-        self.socket_path = path
+class _DaemonConnection(http.client.HTTPConnection):
+    """HTTP to the daemon over its endpoint (`memory_agent.endpoint`: the Unix socket, or
+    127.0.0.1 with the token); the token goes with every request."""
+
+    def __init__(self, endpoint: Endpoint, timeout: float):
+        super().__init__("localhost", endpoint.port, timeout=timeout)
+        self.endpoint = endpoint
 
     def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
         try:
-            sock.connect(self.socket_path)
+            self.sock = connect(self.endpoint, self.timeout)
         except OSError as exc:
-            sock.close()
-            raise NotConnected(exc.errno, f"no daemon at {self.socket_path}: {exc}") from exc
-        self.sock = sock
+            raise NotConnected(exc.errno, f"no daemon at {self.endpoint.where}: {exc}") from exc
+
+    def putrequest(self, method: str, url: str, *args: Any, **kwargs: Any) -> None:
+        super().putrequest(method, url, *args, **kwargs)
+        for name, value in self.endpoint.headers().items():
+            self.putheader(name, value)
 
 
 class _Idle:
@@ -70,9 +74,9 @@ class _Idle:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._conns: list[tuple[float, _UnixConnection]] = []
+        self._conns: list[tuple[float, _DaemonConnection]] = []
 
-    def take(self) -> _UnixConnection | None:
+    def take(self) -> _DaemonConnection | None:
         now = time.monotonic()
         with self._lock:
             while self._conns:
@@ -82,7 +86,7 @@ class _Idle:
                 conn.close()
         return None
 
-    def put(self, conn: _UnixConnection) -> None:
+    def put(self, conn: _DaemonConnection) -> None:
         with self._lock:
             self._conns.append((time.monotonic(), conn))
 
@@ -94,7 +98,7 @@ class DaemonClient:
         self.home = Path(home)
         self.start_timeout = start_timeout
         self.run_dir = self.home / "run"
-        self.socket_path = self.run_dir / "daemon.sock"
+        self.socket_path = self.run_dir / "daemon.sock"  # (the unix transport's)
         self.timeout = timeout
         self._ids = itertools.count(1)
         self._idle = _Idle()
@@ -108,7 +112,7 @@ class DaemonClient:
         headers: dict[str, str] | None = None,
         timeout: float | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
-        conn = _UnixConnection(str(self.socket_path), timeout or self.timeout)
+        conn = _DaemonConnection(read_endpoint(self.run_dir), timeout or self.timeout)
         try:
             conn.request(method, path, body=body, headers=headers or {})
             resp = conn.getresponse()
@@ -179,9 +183,9 @@ class DaemonClient:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            start_new_session=True,
             close_fds=True,
             cwd=str(self.home),
+            **detached(),
         )
 
     def _wait_healthy(self, proc: subprocess.Popen | None = None) -> dict[str, Any]:
@@ -274,7 +278,7 @@ class DaemonClient:
                 conn.close()
                 conn = None
         if conn is None:
-            conn = _UnixConnection(str(self.socket_path), timeout or self.timeout)
+            conn = _DaemonConnection(read_endpoint(self.run_dir), timeout or self.timeout)
             conn.request("POST", "/mcp", body=payload, headers=headers)
         try:
             resp = conn.getresponse()
@@ -369,6 +373,17 @@ class DaemonClient:
             info = from_wire(reply) or ErrorInfo("internal", f"HTTP {status}: {reply}")
             raise ToolCallError(info.code, info.message, info.fix)
         return reply
+
+
+def detached() -> dict[str, Any]:
+    """Popen's arguments for a process that outlives its starter and its terminal: a new
+    session on POSIX (no SIGHUP, no job control), on Windows a detached process in its own
+    group (no console, no Ctrl-C from the agent's)."""
+    if sys.platform == "win32":
+        flags = getattr(subprocess, "DETACHED_PROCESS", 0x8)
+        flags |= getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0x200)
+        return {"creationflags": flags}
+    return {"start_new_session": True}
 
 
 def too_large(size: int) -> Invalid:

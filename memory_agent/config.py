@@ -195,12 +195,30 @@ SETTINGS: tuple[Setting, ...] = (
         "The read-only corpora list (empty: <home>/repos.json).",
     ),
     Setting(
+        "watcher",
+        "MEMORY_AGENT_WATCHER",
+        "auto",
+        "How the daemon learns that files changed: `inotify` (Linux, exact), `watchfiles` "
+        "(any OS: FSEvents, ReadDirectoryChangesW, inotify; a change made outside memory-agent "
+        "is seen some milliseconds later), `rescan` (every search stats the files: always "
+        "right, slower at size) or `auto` (inotify on Linux, watchfiles elsewhere where it is "
+        "installed, else rescan). experiments/watchers measures each.",
+    ),
+    Setting(
         "no_inotify",
         "MEMORY_AGENT_NO_INOTIFY",
         0,
-        "1: the daemon rescans on demand instead of watching with inotify (as on macOS; to "
-        "measure that fallback, or on a filesystem inotify misreads). 0 (default): inotify "
-        "where Linux has it.",
+        "1: the same as `watcher = rescan` (kept for homes that set it before `watcher` "
+        "existed). 0 (default): the `watcher` setting decides.",
+    ),
+    Setting(
+        "transport",
+        "MEMORY_AGENT_TRANSPORT",
+        "auto",
+        "How clients reach the daemon: `unix` (a socket file in <home>/run, owner-only), "
+        "`tcp` (127.0.0.1 on a free port, every request carrying the token in "
+        "<home>/run/daemon.json) or `auto` (unix where the OS has Unix sockets, else tcp: "
+        "Windows).",
     ),
     Setting(
         "fault",

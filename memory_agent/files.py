@@ -1,18 +1,23 @@
 """Files that several processes share: the one way memory-agent locks one, and the one way it
 gzips one so the result appears under its name only when whole.
 
-`FileLock(path)` is an exclusive `flock(2)` lock on `path` (created 0600 if missing), between
-processes and between threads alike: each holding thread has its own descriptor, and the lock
-is re-entrant in the thread that holds it. Three ways to take it:
+`FileLock(path)` is an exclusive lock on `path` (created 0600 if missing), between processes
+and between threads alike, re-entrant in the thread that holds it. Three ways to take it:
 
     with lock:                    block until it is free (the home lock of a CLI call)
     lock.acquire(timeout=60)      block at most 60 s, then `LockBusy` naming the holder and the fix
     lock.try_acquire()            never block: False when another process holds it (the spawn
                                   lock of a hook; one daemon per home)
 
-A wait that times out names the holder (`holder()`: its pid, from the kernel's /proc/locks) and
-the fix. The kernel releases a lock when its process dies: a crash never leaves a stale lock.
-The lock file is created empty and never written.
+One portable layer, the same rules on every OS: threads of one process take turns on a lock of
+the process (one per path, whichever `FileLock` object names it); the thread that gets it takes
+the OS's lock between processes, which the kernel releases when the process dies, so a crash
+never leaves a stale lock. The OS lock is `flock(2)` where the `fcntl` module exists (Linux,
+macOS), `msvcrt.locking` on one byte far past the end on Windows, and POSIX `lockf` elsewhere
+(which the suite runs, with `fcntl` unimportable, as the portable path: tests/README). The
+holder writes its pid at the start of the file, so a wait that times out names it on any OS
+(on Linux the kernel's /proc/locks is asked first: it also names a holder that wrote nothing,
+such as an older version).
 
 `with replacing(dest) as fh:` writes a file that replaces `dest` only when whole: to a temporary
 name beside it that is unique to the process (`temp_name`: `<name>.tmp-<pid>-<hex>`, so a
@@ -27,8 +32,8 @@ Standard library only: the proxy, the client and the hook command use it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -37,19 +42,126 @@ if TYPE_CHECKING:  # annotations only: a hook does not import typing
     from collections.abc import Callable, Iterator
     from typing import BinaryIO
 
-__all__ = ["FileLock", "fsync_dir", "gzip_to", "replacing", "temp_name"]
+__all__ = ["FileLock", "fsync_dir", "gzip_to", "lock_backend", "replacing", "temp_name"]
 
 POLL_S = 0.05  # how often a wait with a timeout tries again
+_FAR = 1 << 30  # where msvcrt locks its byte: past any pid written at the start
+
+
+def lock_backend() -> str:
+    """The OS lock this process uses between processes: flock, msvcrt or lockf."""
+    global _BACKEND
+    if _BACKEND is None:
+        try:
+            import fcntl  # noqa: F401
+
+            _BACKEND = "flock"
+        except ImportError:
+            _BACKEND = "msvcrt" if sys.platform == "win32" else "lockf"
+    return _BACKEND
+
+
+_BACKEND: str | None = None
+
+
+def _os_try_lock(fd: int) -> bool:
+    """Take the OS lock on `fd` without waiting; False if another process holds it."""
+    backend = lock_backend()
+    try:
+        if backend == "flock":
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        elif backend == "msvcrt":
+            import msvcrt
+
+            os.lseek(fd, _FAR, os.SEEK_SET)
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        else:
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.lockf(fd, os.F_TLOCK, 0)
+    except (BlockingIOError, PermissionError):
+        return False
+    except OSError as exc:  # lockf and msvcrt say "busy" with EACCES/EAGAIN/EDEADLK too
+        import errno
+
+        if exc.errno in (errno.EACCES, errno.EAGAIN, errno.EDEADLK):
+            return False
+        raise
+    return True
+
+
+def _os_unlock(fd: int) -> None:
+    backend = lock_backend()
+    if backend == "flock":
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    elif backend == "msvcrt":
+        import msvcrt
+
+        os.lseek(fd, _FAR, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+    else:
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.lockf(fd, os.F_ULOCK, 0)
+
+
+class _Shared:
+    """A path's lock within this process: which thread holds it, how deeply, the OS lock's
+    descriptor. One per path, shared by every `FileLock` naming it (POSIX `lockf` locks belong
+    to the process, and closing any descriptor of the file drops them: one descriptor, one
+    owner at a time)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.turn = threading.Lock()  # threads of this process take turns here
+        self.owner: int | None = None
+        self.depth = 0
+        self.fd: int | None = None
+
+
+_SHARED: dict[str, _Shared] = {}
+
+
+def _shared(path: Path) -> _Shared:
+
+    key = os.path.normcase(os.path.abspath(path))
+    with _REGISTRY:
+        found = _SHARED.get(key)
+        if found is None:
+            found = _SHARED[key] = _Shared()
+        return found
+
+
+class _Registry:
+    """A lock for the registry itself, made on first use (a hook that never locks does not
+    import threading)."""
+
+    _lock = None
+
+    def __enter__(self) -> None:
+        if _Registry._lock is None:
+            import threading
+
+            _Registry._lock = threading.Lock()
+        _Registry._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        assert _Registry._lock is not None
+        _Registry._lock.release()
+
+
+_REGISTRY = _Registry()
 
 
 class FileLock:
     """An exclusive lock on `path` between processes and threads (see the module's doc)."""
 
     def __init__(self, path: str | os.PathLike[str]):
-        import threading  # here: a hook that never locks does not import it
-
         self.path = Path(path)
-        self._mine = threading.local()  # this thread's descriptor and depth
+        self._shared = _shared(self.path)
 
     # -- taking it ---------------------------------------------------------------------------
     def acquire(self, timeout: float | None = None) -> None:
@@ -57,18 +169,22 @@ class FileLock:
         the holder and what to do) once it has passed."""
         if self._reenter():
             return
-        fd = self._open()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        shared = self._shared
+        if not shared.turn.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            raise self._busy(timeout or 0.0)
         try:
-            if timeout is None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            else:
-                deadline = time.monotonic() + timeout
-                while not _try_flock(fd):
-                    if time.monotonic() >= deadline:
-                        raise self._busy(timeout)
+            fd = self._open()
+            try:
+                while not _os_try_lock(fd):
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise self._busy(timeout or 0.0)
                     time.sleep(POLL_S)
+            except BaseException:
+                os.close(fd)
+                raise
         except BaseException:
-            os.close(fd)
+            shared.turn.release()
             raise
         self._took(fd)
 
@@ -76,35 +192,74 @@ class FileLock:
         """Take the lock if it is free now; False (at once) if someone else holds it."""
         if self._reenter():
             return True
-        fd = self._open()
-        if not _try_flock(fd):
-            os.close(fd)
+        shared = self._shared
+        if not shared.turn.acquire(blocking=False):
             return False
+        try:
+            fd = self._open()
+            if not _os_try_lock(fd):
+                os.close(fd)
+                shared.turn.release()
+                return False
+        except BaseException:
+            shared.turn.release()
+            raise
         self._took(fd)
         return True
 
     def release(self) -> None:
         """Give back one acquisition of this thread (the lock goes with the last)."""
-        depth = getattr(self._mine, "depth", 0)
-        if depth == 0:
+        import threading
+
+        shared = self._shared
+        if shared.owner != threading.get_ident() or shared.depth == 0:
             raise RuntimeError(f"{self.path} is not locked by this thread")
-        self._mine.depth = depth - 1
-        if depth == 1:
-            fd, self._mine.fd = self._mine.fd, None
+        shared.depth -= 1
+        if shared.depth == 0:
+            fd, shared.fd, shared.owner = shared.fd, None, None
             try:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+                assert fd is not None
+                _os_unlock(fd)
             finally:
                 os.close(fd)
+                shared.turn.release()
 
     @property
     def is_locked(self) -> bool:
         """Whether this thread holds it."""
-        return getattr(self._mine, "depth", 0) > 0
+        import threading
+
+        return self._shared.owner == threading.get_ident() and self._shared.depth > 0
 
     def holder(self) -> int | None:
-        """The pid of the process holding the lock, as the kernel lists it in /proc/locks
-        (Linux); None when it is free, or where that is unknown. Nothing is written to the
-        lock file: it stays empty."""
+        """The pid of the process holding the lock; None when it is free, or where that is
+        unknown. Linux's /proc/locks first (it names any flock holder), else the pid the
+        holder wrote at the start of the file, if that process is alive and the lock is
+        indeed taken."""
+        from_kernel = self._holder_from_kernel()
+        if from_kernel is not None:
+            return from_kernel or None
+        try:
+            with open(self.path, "rb") as fh:
+                text = fh.read(32).split(b"\0", 1)[0].strip()
+            pid = int(text) if text.isdigit() else None
+        except OSError:
+            return None
+        if pid is None:
+            return None
+        from memory_agent.procs import pid_alive
+
+        if pid == os.getpid():
+            return pid if self._shared.depth else None
+        if not pid_alive(pid) or self._free_now():
+            return None
+        return pid
+
+    def _holder_from_kernel(self) -> int | None:
+        """Linux: the holder from /proc/locks (0: free); None where it is not listed."""
+        kind = {"flock": "FLOCK", "lockf": "POSIX"}.get(lock_backend())
+        if kind is None:
+            return None
         try:
             st = os.stat(self.path)
             with open("/proc/locks", encoding="ascii", errors="replace") as fh:
@@ -114,9 +269,27 @@ class FileLock:
         where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
         for line in table.splitlines():  # "1: FLOCK  ADVISORY  WRITE <pid> <dev>:<ino> 0 EOF"
             parts = line.split()  # (a waiter's line has "->" in the second column)
-            if len(parts) > 5 and parts[1] == "FLOCK" and parts[5] == where:
+            if len(parts) > 5 and parts[1] == kind and parts[5] == where:
                 return int(parts[4]) if parts[4].isdigit() and parts[4] != "0" else None
-        return None
+        return 0
+
+    def _free_now(self) -> bool:
+        """Whether no other process holds the OS lock this instant (taken and given back)."""
+        if self._shared.depth:
+            return False
+        if not self._shared.turn.acquire(blocking=False):
+            return False  # a thread of this process holds it
+        try:
+            fd = self._open()
+            try:
+                if not _os_try_lock(fd):
+                    return False
+                _os_unlock(fd)
+                return True
+            finally:
+                os.close(fd)
+        finally:
+            self._shared.turn.release()
 
     def __enter__(self) -> FileLock:
         self.acquire()
@@ -127,16 +300,27 @@ class FileLock:
 
     # -- inside ------------------------------------------------------------------------------
     def _reenter(self) -> bool:
-        depth = getattr(self._mine, "depth", 0)
-        if depth:
-            self._mine.depth = depth + 1
-        return bool(depth)
+        import threading
+
+        shared = self._shared
+        if shared.depth and shared.owner == threading.get_ident():
+            shared.depth += 1
+            return True
+        return False
 
     def _open(self) -> int:
-        return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        return os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
 
     def _took(self, fd: int) -> None:
-        self._mine.fd, self._mine.depth = fd, 1
+        import threading
+
+        shared = self._shared
+        shared.fd, shared.depth, shared.owner = fd, 1, threading.get_ident()
+        try:  # who holds it, for a waiter on an OS with no lock table to ask
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, f"{os.getpid()}\0".encode())
+        except OSError:
+            pass
 
     def _busy(self, timeout: float):
         from memory_agent.errors import LockBusy
@@ -154,18 +338,9 @@ class FileLock:
                 f"wait for process {pid} to finish, or stop it if it hangs (`kill {pid}`), "
                 "then try again"
                 if pid
-                else f"find the process holding it (`fuser -v {self.path}`), let it finish or "
-                "stop it, then try again"
+                else "find the process holding it, let it finish or stop it, then try again"
             ),
         )
-
-
-def _try_flock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
 
 
 def temp_name(name: str) -> str:
@@ -221,7 +396,10 @@ def gzip_to(
 
 
 def fsync_dir(folder: Path) -> None:
-    """Make a rename in `folder` durable."""
+    """Make a rename in `folder` durable. (Windows cannot open a folder; NTFS journals the
+    rename itself.)"""
+    if sys.platform == "win32":
+        return
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -200,9 +200,13 @@ class OnnxMiniLM:
 def _trim() -> None:
     """Give the batch's freed buffers back to the system (glibc keeps them otherwise: a long-lived
     daemon would hold the peak of its largest batch for good)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):  # macOS and Windows give freed memory back
+        return
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # glibc's soname; musl has no malloc_trim
     except (OSError, AttributeError):  # not glibc: nothing to do
         pass

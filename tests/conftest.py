@@ -12,6 +12,22 @@ import pytest
 # a year ahead instead; a test that assumes a date sets its own (monkeypatch.setenv or a Clock).
 PINNED_CLOCK = "2026-12-01T09:00:00Z"
 ROOT = str(Path(__file__).resolve().parents[1])
+# The portable path (`scripts/check --portable`, run by CI): memory-agent's code cannot import
+# fcntl, the daemon listens on 127.0.0.1 with a token, and files are watched with watchfiles,
+# not inotify - what Windows and macOS get. Set here so every process a test starts has it too.
+PORTABLE = os.environ.get("MEMORY_AGENT_PORTABLE") == "1"
+if PORTABLE:
+    BLOCK = Path(__file__).resolve().parent / "portable" / "block_fcntl.py"
+    os.environ["MEMORY_AGENT_PORTABLE_BLOCK"] = str(BLOCK)  # every process: the venv's .pth
+    os.environ.setdefault("MEMORY_AGENT_TRANSPORT", "tcp")
+    os.environ.setdefault("MEMORY_AGENT_WATCHER", "watchfiles")
+    exec(compile(BLOCK.read_text(encoding="utf-8"), str(BLOCK), "exec"), {"__name__": "block"})
+    import site
+
+    if not any(
+        Path(d, "memory_agent_portable.pth").exists() for d in site.getsitepackages()
+    ):  # without it, processes the tests start would not take the portable path
+        raise SystemExit("the portable run needs memory_agent_portable.pth: run scripts/setup")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -67,10 +65,6 @@ EVENTS = {
 }
 BY_HOOK_NAME = {v: k for k, v in EVENTS.items()}
 MAX_STDIN = 32_000_000  # a 2 MB prompt of non-ASCII text is up to 8 MB of UTF-8: cut, not dropped
-
-
-class _Budget(Exception):
-    pass
 
 
 def _log(home: Path | None, message: str) -> None:
@@ -110,18 +104,20 @@ def _start_daemon_in_background(home: Path) -> None:
 def _post(home: Path, route: str, body: dict[str, Any], timeout: float, wait: bool = True):
     """POST JSON to the daemon over its socket with a bare HTTP/1.1 request (http.client and
     its email parser cost a hook ~20 ms to import). None when no daemon answers."""
+    from memory_agent.endpoint import connect, read_endpoint
+
+    endpoint = read_endpoint(home / "run")
     data = json.dumps(body).encode("utf-8")
+    extra = "".join(f"{k}: {v}\r\n" for k, v in endpoint.headers().items())
     request = (
         f"POST {route} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+        f"{extra}Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
     ).encode() + data
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(max(timeout, 0.05))
     try:
-        try:
-            sock.connect(str(home / "run" / "daemon.sock"))
-        except OSError:
-            return None
+        sock = connect(endpoint, max(timeout, 0.05))
+    except OSError:
+        return None
+    try:
         sock.sendall(request)
         if not wait:
             return {}
@@ -235,11 +231,18 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001 - reported below, within the default budget
         cfg_error = exc
 
-    def expire(signum, frame):
-        raise _Budget()
+    import threading  # the budget: a timer thread, on every OS (no SIGALRM on Windows)
 
-    signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, budget_ms / 1000.0)
+    def expire() -> None:
+        """The budget is up, wherever the hook is: say so in the log and exit 0 with no
+        output. The journal line, one write(), is written whole or not at all."""
+        what = "nothing injected" if event in ("prompt", "session-start") else "not journaled"
+        _log(home, f"{event}: over the {budget_ms:.0f} ms budget; {what}")
+        os._exit(0)
+
+    timer = threading.Timer(budget_ms / 1000.0, expire)
+    timer.daemon = True
+    timer.start()
     output = ""
     try:
         raw = sys.stdin.buffer.read(MAX_STDIN + 1) if sys.stdin is not None else b""
@@ -253,15 +256,11 @@ def main(argv: list[str]) -> int:
         if cfg_error is not None:
             raise cfg_error
         output = run(event, payload, home, client, started + budget_ms / 1000.0, cfg)
-    except _Budget:
-        what = "nothing injected" if event in ("prompt", "session-start") else "not journaled"
-        _log(home, f"{event}: over the {budget_ms:.0f} ms budget; {what}")
-        output = ""
     except Exception as exc:  # noqa: BLE001 - a hook never breaks the agent
         _log(home, f"{event}: {type(exc).__name__}: {exc}")
         output = ""
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        timer.cancel()
     if output:
         sys.stdout.write(output + "\n")
         sys.stdout.flush()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from memory_agent import config as config_mod
@@ -106,6 +105,25 @@ def cmd_connect(args: argparse.Namespace) -> int:
             print(f"note: {note}")
 
     return emit(args, reply, human)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from memory_agent.serve.doctor import diagnose
+
+    cfg = config_mod.load({"home": args.home})
+    lines = diagnose(cfg.home_dir, start=not args.no_start)
+    bad = [x for x in lines if not x["ok"]]
+    reply = {"ok": not bad, "checks": lines}
+
+    def human(r: dict) -> None:
+        for x in r["checks"]:
+            print(f"{'ok ' if x['ok'] else 'FIX'}  {x['check']:16s} {x['message']}")
+            if not x["ok"] and x["fix"]:
+                print(f"{'':21s}fix: {x['fix']}")
+        print("all good" if r["ok"] else f"{len(bad)} to fix")
+
+    emit(args, reply, human)
+    return 0 if not bad else 1
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -297,186 +315,3 @@ def cmd_web(args: argparse.Namespace) -> int:
     if args.web_home:
         argv += ["--home", args.web_home]
     return web_main(argv)
-
-
-def local_url(url: str) -> str:
-    """A remote named by a path that exists here, made absolute: the daemon and git (run in
-    the KB) would read a relative path from their own folders, not the shell's."""
-    if url and "://" not in url and os.path.exists(url):
-        return os.path.abspath(url)
-    return url
-
-
-def cmd_remote(args: argparse.Namespace) -> int:
-    from urllib.parse import quote
-
-    from memory_agent.errors import Invalid
-
-    client = daemon_client(args)
-    if args.action == "set":
-        if not args.url:
-            raise Invalid(
-                "remote set: no URL", "memory-agent remote set URL (a path, ssh or https)"
-            )
-        reply = client.admin(f"remote?url={quote(local_url(args.url), safe='')}")
-        return emit(args, reply, lambda r: print(f"remote: {r['remote']} (branch {r['branch']})"))
-    reply = client.admin("remote", method="GET")
-    return emit(args, reply, print_remote)
-
-
-def print_remote(r: dict) -> None:
-    print_one_remote(r)
-    for other in r.get("kbs") or []:  # the KBs added beside the personal one
-        print(f"kb {other['kb']}:", end=" ")
-        print_one_remote(other)
-
-
-def print_one_remote(r: dict) -> None:
-    if not r.get("remote"):
-        print("no remote: `memory-agent remote set URL` shares this KB through git")
-        return
-    print(f"remote {r['remote']} (branch {r['branch']})")
-    ahead, behind = r.get("ahead"), r.get("behind")
-    print(
-        f"  ahead {ahead if ahead is not None else '?'}, behind {behind}; last sync "
-        f"{r.get('last_sync') or 'never'}"
-    )
-    if r.get("last_error"):
-        e = r["last_error"]
-        print(f"  last error: {e['code']}: {e['message']}\n  fix: {e['fix']}")
-    if r.get("stopped"):
-        print(f"  STOPPED: {r['stopped']}")
-    for fork in r.get("forks") or []:
-        print(
-            f"  fork: {fork['id']} superseded by {', '.join(fork['successors'])} - "
-            "supersede one successor with the other"
-        )
-    for v in r.get("variants") or []:
-        print(
-            f"  variant: kb/{v['variant']} (another machine's text of {v['path']}; the "
-            "served one is upstream's - merge what matters by hand, then delete the variant)"
-        )
-
-
-SYNC_WAIT_S = 6 * 3600.0  # a first sync of a large remote embeds for minutes; progress shows it
-PROGRESS_EVERY_S = 1.0
-
-
-def cmd_sync(args: argparse.Namespace) -> int:
-    """One round now; while it embeds incoming entries, their count so far goes to stderr."""
-    import sys
-    import threading
-    from urllib.parse import quote
-
-    kb = getattr(args, "kb", None)
-    client = daemon_client(args)
-    client.timeout = SYNC_WAIT_S
-    result: dict = {}
-
-    def round_() -> None:
-        try:
-            result["reply"] = client.admin(
-                f"remote-sync?kb={quote(kb, safe='')}" if kb else "remote-sync"
-            )
-        except Exception as exc:  # noqa: BLE001 - raised again on the CLI's thread
-            result["error"] = exc
-
-    worker = threading.Thread(target=round_, name="sync", daemon=True)
-    worker.start()
-    shown = None
-    while worker.join(PROGRESS_EVERY_S) or worker.is_alive():
-        try:  # a plain request: it never starts a daemon (the round's call does that)
-            _, _, data = client.request("GET", "/admin/remote", timeout=10.0)
-            progress = json.loads(data).get("progress")
-        except Exception:  # noqa: BLE001 - progress is a courtesy; the round's reply decides
-            continue
-        if progress and progress != shown:
-            print(
-                f"sync: embedding incoming entries {progress['done']}/{progress['of']}",
-                file=sys.stderr,
-                flush=True,
-            )
-            shown = progress
-    if "error" in result:
-        raise result["error"]
-    reply = result["reply"]
-
-    def human(r: dict) -> None:
-        if "branch" in r:
-            one(r)
-        for other in r.get("kbs") or []:
-            if other.get("error"):
-                e = other["error"]
-                print(f"kb {other['kb']}: {e['code']}: {e['message']}")
-            else:
-                one(other)
-
-    def one(r: dict) -> None:
-        name = f"kb {r['kb']}: " if r.get("kb") not in (None, "personal") else ""
-        print(
-            f"{name}synced {r['branch']}: pulled {r['pulled']}, pushed {r['pushed']}, replayed "
-            f"{r['replayed']} commit(s){' (joined the remote history)' if r['joined'] else ''}"
-        )
-        if r.get("not_pushed"):
-            print(f"  {r['not_pushed']} local commit(s) not pushed: the KB was added read-only")
-        for x in r.get("renamed") or []:
-            print(
-                f"  the same new id on both machines: this machine's {x['id']} is now "
-                f"{x['replayed_as']}"
-            )
-        for fork in r.get("forks") or []:
-            print(f"  fork: {fork['id']} superseded by {', '.join(fork['successors'])}")
-        for v in r.get("variants") or []:
-            print(f"  variant kept: kb/{v['variant']} ({v['why']})")
-
-    return emit(args, reply, human)
-
-
-def cmd_kb(args: argparse.Namespace) -> int:
-    """`memory-agent kb [list|add|remove]`: a thin shell over the daemon's /admin/kb routes."""
-    from urllib.parse import urlencode
-
-    from memory_agent.errors import Invalid
-
-    client = daemon_client(args)
-    if args.action == "list":
-        return emit(args, client.admin("kb", method="GET"), print_kbs)
-    if not args.name:
-        raise Invalid(f"kb {args.action}: no name", f"memory-agent kb {args.action} NAME ...")
-    if args.action == "remove":
-        reply = client.admin("kb-remove?" + urlencode({"name": args.name}))
-        return emit(
-            args,
-            reply,
-            lambda r: print(
-                f"removed kb {r['kb']}"
-                + (f"; its clone is kept at {r['moved_to']}" if r.get("moved_to") else "")
-            ),
-        )
-    if not args.url:
-        raise Invalid("kb add: no URL", "memory-agent kb add NAME URL (a path, ssh or https)")
-    query = {
-        "name": args.name,
-        "url": local_url(args.url),
-        **({"read_only": "1"} if args.read_only else {}),
-    }
-    reply = client.admin("kb?" + urlencode(query))
-
-    def human(r: dict) -> None:
-        print(
-            f"added kb {r['name']} ({'writable' if r['writable'] else 'read-only'}) from "
-            f"{r['remote']}: {r['entries']} entries, ids {r['name']}:<id>"
-        )
-        if (r.get("sync") or {}).get("error"):
-            e = r["sync"]["error"]
-            print(f"  its first sync failed: {e['code']}: {e['message']}\n  fix: {e['fix']}")
-
-    return emit(args, reply, human)
-
-
-def print_kbs(r: dict) -> None:
-    for row in r.get("kbs") or []:
-        print(
-            f"{row['name']:<12} {'writable' if row['writable'] else 'read-only':<9} "
-            f"{row['entries']:>5} entries  {row.get('remote') or 'no remote'}  {row['path']}"
-        )

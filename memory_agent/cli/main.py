@@ -8,7 +8,7 @@ import json
 import sys
 
 from memory_agent import __version__
-from memory_agent.cli import entries, evaluate, home, imports
+from memory_agent.cli import entries, evaluate, home, imports, sync
 
 EMBEDDERS = ("minilm", "bge-m3")
 
@@ -205,59 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
 
-    p = command(
-        "remote",
-        home.cmd_remote,
-        "show or set the git remote the knowledge base syncs with",
-        "Without arguments, show the KB's remote, the last sync, how many commits are ahead "
-        "and behind, and anything waiting for a person (forks, variants, a stop). `remote set "
-        "URL` sets it: any URL git accepts (a path, ssh, https); credentials are git's "
-        "business (ssh agent, credential helper) and are never stored here. The daemon then "
-        "syncs on its own every sync_interval seconds, shortly after a write and at a session's "
-        "start.",
-    )
-    p.add_argument(
-        "action", nargs="?", choices=("set", "show"), default="show", help="show (default) or set"
-    )
-    p.add_argument("url", nargs="?", help="with set: the remote's URL")
-
-    p = command(
-        "sync",
-        home.cmd_sync,
-        "sync the knowledge base with its git remote now (fetch, replay, push - never force)",
-        "One round now: fetch the remote; replay this machine's unpushed commits on top of it "
-        "(off the working tree; conflicts resolved by meaning, nothing lost, no conflict "
-        "markers); move the branch under the write lock, keeping a rescue ref of the old head "
-        "(refs/memory-agent/rescue/...); scan the commits to publish for secrets; push. Exits "
-        "non-zero naming the fix when the remote is unreachable, a commit holds a secret, or "
-        "the remote's history was rewritten. Every KB of the home with a remote gets a round "
-        "(a KB added read-only only pulls); --kb NAME syncs that one alone.",
-    )
-    p.add_argument("--kb", help="sync this KB alone (personal, or a name `kb list` shows)")
-
-    p = command(
-        "kb",
-        home.cmd_kb,
-        "list, add or remove the knowledge bases of this home (a team's shared KB)",
-        "`kb list` (default): the personal KB and those added, with their remotes and entry "
-        "counts. `kb add NAME URL [--read-only]`: clone a shared KB (an empty remote gets a first "
-        "commit, pushed), index its entries (ids NAME:<id>) and sync it with the rest. `kb "
-        "remove NAME`: refused while it holds commits no remote has (run `memory-agent sync "
-        "--kb NAME` first); the clone is moved to <home>/kbs/.removed/, never deleted, and its "
-        "entries leave the index.",
-    )
-    p.add_argument(
-        "action",
-        nargs="?",
-        choices=("list", "add", "remove"),
-        default="list",
-        help="list (default), add or remove",
-    )
-    p.add_argument("name", nargs="?", help="with add and remove: the KB's name, such as team")
-    p.add_argument("url", nargs="?", help="with add: the shared repository's URL")
-    p.add_argument(
-        "--read-only", action="store_true", help="with add: search it, never write or push to it"
-    )
+    sync.add_commands(command)
 
     p = command(
         "project",
@@ -298,6 +246,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--request-id", help="retrying with the same id returns the first reply")
 
     command("status", home.cmd_status, "index generation, consistency, sources, pending writes")
+    p = command(
+        "doctor",
+        home.cmd_doctor,
+        "check everything this home depends on: each line ok, or the fix",
+        "Check the home, free disk, the model (found, not loaded), the daemon, the index's "
+        "consistency, the git identity, each KB's remote (git ls-remote, your own ssh and "
+        "credentials), each agent's MCP server and hooks, and how this machine locks, "
+        "watches and connects. Exit 0 when all is well, 1 when a line names a fix.",
+    )
+    p.add_argument(
+        "--no-start", action="store_true", help="do not start the daemon to check the index"
+    )
     command(
         "rebuild",
         home.cmd_rebuild,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from memory_agent.capture.episodes import EPISODES, load_session
 from memory_agent.index.changes import Changes, Known, stamp_of
+from memory_agent.index.portable_watch import PortableWatcher
 from memory_agent.index.watch import Watcher
 from memory_agent.intake.journal import sessions
 from memory_agent.intake.projects import identify
@@ -47,7 +48,7 @@ class EpisodeSource:
         known: Known,
         indexed: Callable[[], Iterable[DocInfo]],
         out: Changes,
-        watch: Watcher | None,
+        watch: Watcher | PortableWatcher | None,
     ) -> dict[str, Path]:
         """Every session, re-derived where its files changed; {episode id: its session's
         last file} for every episode the journal holds now."""

@@ -178,9 +178,10 @@ class Memory:
             self._embedder.cache.close()
 
     def start_watching(self) -> bool:
-        """Watch the files with inotify (the daemon does; the `no_inotify` setting says not
-        to): a search with nothing changed then reads no file. True if it watches."""
-        return self.scanner.start_watching(inotify=not int(self.cfg.no_inotify))
+        """Watch the files (the daemon does; the `watcher` setting says how, `rescan` not at
+        all): a search with nothing changed then reads no file. True if it watches."""
+        kind = "rescan" if int(self.cfg.no_inotify) else str(self.cfg.watcher)
+        return self.scanner.start_watching(kind)
 
     # -- keeping the index in line with the files ------------------------------------------
     def refresh(self, *, force: bool = False) -> dict[str, Any]:

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from memory_agent.capture.episodes import EPISODES
-from memory_agent.errors import NotFound
+from memory_agent.errors import ConfigError, NotFound
 from memory_agent.index.changes import Changes, Known, stamp_of
 from memory_agent.index.corpora import Corpus, load_corpus_document
 from memory_agent.index.episode_source import EpisodeSource
+from memory_agent.index.portable_watch import PortableWatcher
 from memory_agent.index.watch import Watcher, inotify_available
 from memory_agent.kb.entries import ENTRY_TYPES, ValidationError
 from memory_agent.kb.files import duplicate_problem, kb_claims, kb_files, read_kb_entry
@@ -83,7 +84,7 @@ class Scanner:
         self.corpora = corpora
         self.repos_file = repos_file
         self._reads = 0  # files read and parsed
-        self.watcher: Watcher | None = None
+        self.watcher: Watcher | PortableWatcher | None = None
         self.last_full = 0.0
         self._corpora: list[Corpus] | None = None
         self._repos_stamp: str | None = None
@@ -94,15 +95,29 @@ class Scanner:
         self._needs_full = True
 
     # -- change signal --------------------------------------------------------------------
-    def start_watching(self, inotify: bool = True) -> bool:
-        """Use inotify for changes between full scans (the daemon does; a CLI call does not;
-        `inotify=False`: the rescan fallback, on purpose)."""
-        if self.watcher is None and inotify and inotify_available():
-            try:
+    def start_watching(self, kind: str = "auto") -> bool:
+        """Watch for changes between full scans (the daemon does; a CLI call does not):
+        `inotify`, `watchfiles`, `auto` (inotify on Linux, else watchfiles where installed) or
+        `rescan` (no watcher, on purpose). True if a watcher runs."""
+        if self.watcher is not None or kind == "rescan":
+            return self.watcher is not None
+        if kind not in ("auto", "inotify", "watchfiles"):
+            raise ConfigError(
+                f"watcher: {kind!r} is not one of auto, inotify, watchfiles, rescan",
+                "set `watcher` in config.toml (or MEMORY_AGENT_WATCHER) to one of those",
+            )
+        if kind == "auto":
+            kind = "inotify" if inotify_available() else "watchfiles"
+        try:
+            if kind == "inotify":
+                if not inotify_available():
+                    raise OSError("inotify is Linux's")
                 self.watcher = Watcher()
-                self._needs_full = True  # the next sync scans everything and sets the watches
-            except OSError as exc:
-                log.warning("no inotify (%s): files are rescanned on demand instead", exc)
+            else:
+                self.watcher = PortableWatcher()
+            self._needs_full = True  # the next sync scans everything and sets the watches
+        except OSError as exc:
+            log.warning("no %s (%s): files are rescanned on demand instead", kind, exc)
         return self.watcher is not None
 
     def stop_watching(self) -> None:

@@ -87,9 +87,9 @@ def git_processes(repo: Path, proc_root: str | Path | None = None) -> list[tuple
     try:
         pids = [int(n) for n in os.listdir(table) if n.isdigit()]
     except OSError:
-        return None
-    if me not in pids:
-        return None  # not this machine's process table
+        pids = []
+    if me not in pids:  # not this machine's process table (no /proc: macOS, BSD)
+        return _git_processes_ps(root) if proc_root is None else None
     unknown = False
     for pid in pids:
         if pid == me:
@@ -117,6 +117,47 @@ def git_processes(repo: Path, proc_root: str | Path | None = None) -> list[tuple
         except OSError:
             cmd = ""
         found.append((pid, cmd[:200] or comm))
+    if not found and unknown:
+        return None
+    return sorted(found)
+
+
+def _git_processes_ps(root: str) -> list[tuple[int, str]] | None:
+    """`git_processes` where there is no /proc (macOS, the BSDs): `ps` lists the git
+    processes, `lsof` names each one's working folder. None when either cannot tell (no such
+    command - Windows -, or a git process whose folder `lsof` does not show)."""
+    try:
+        listed = subprocess.run(
+            ["ps", "-axo", "pid=,comm=,args="], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if listed.returncode != 0:
+        return None
+    found, unknown = [], False
+    for line in listed.stdout.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) < 2 or not parts[0].isdigit() or int(parts[0]) == os.getpid():
+            continue
+        comm = os.path.basename(parts[1])
+        if comm != "git" and not comm.startswith("git-"):
+            continue
+        pid = int(parts[0])
+        try:
+            cwd_out = subprocess.run(
+                ["lsof", "-a", "-d", "cwd", "-p", str(pid), "-Fn"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+        cwd = next((x[1:] for x in cwd_out.splitlines() if x.startswith("n")), None)
+        if cwd is None:
+            unknown = True  # gone meanwhile, or another user's
+            continue
+        if cwd == root or cwd.startswith(root + os.sep):
+            found.append((pid, (parts[2] if len(parts) > 2 else comm)[:200]))
     if not found and unknown:
         return None
     return sorted(found)

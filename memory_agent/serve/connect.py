@@ -53,7 +53,7 @@ from memory_agent.serve.mcp_config import (
     proxy_command,
 )
 
-__all__ = ["AGENTS", "connect"]
+__all__ = ["AGENTS", "agent_present", "connect"]
 
 AGENTS = ("claude-code", "codex", "opencode", "cursor")
 BEGIN = "# BEGIN memory-agent (written by `memory-agent connect codex`; --remove takes it out)"
@@ -261,6 +261,17 @@ NOTES = {
     ],
     "cursor": ["Cursor has no hooks memory-agent uses: the MCP tools only"],
 }
+
+
+def agent_present(agent: str, user_home: Path) -> bool:
+    """Whether `agent` has a settings folder on this machine (it was installed or run)."""
+    folders = {
+        "claude-code": [_claude_dir(user_home), _claude_json(user_home)],
+        "codex": [_codex_dir(user_home)],
+        "opencode": [Path(os.environ.get("XDG_CONFIG_HOME") or user_home / ".config") / "opencode"],
+        "cursor": [user_home / ".cursor"],
+    }
+    return any(p.exists() for p in folders[agent])
 
 
 def connect(

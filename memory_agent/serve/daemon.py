@@ -1,7 +1,9 @@
 """The resident daemon: one model, one index and every write, for all agent sessions of a home.
 
-It serves MCP over streamable HTTP (stateless, JSON responses) on a Unix socket in `run/`
-(mode 0600, in a 0700 folder), plus three plain routes: `GET /health`, `POST /admin/stop`,
+It serves MCP over streamable HTTP (stateless, JSON responses) on its endpoint
+(`memory_agent.endpoint`): a Unix socket in `run/` (mode 0600, in a 0700 folder), or where the
+OS has none (Windows; the `transport` setting) 127.0.0.1 on a free port with a token every
+request must carry (`run/daemon.json`, 0600). Plus three plain routes: `GET /health`, `POST /admin/stop`,
 `POST /admin/rebuild`. One daemon per home: it holds `run/daemon.lock` for its whole life
 (a second one exits with a message naming the first) and the home lock, so no other process
 touches the index meanwhile.
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 import threading
 import time
@@ -31,8 +32,10 @@ from typing import Any
 from memory_agent import __version__
 from memory_agent import config as config_mod
 from memory_agent.client import DAEMON_KEEPALIVE_S
-from memory_agent.errors import AlreadyRunning, DaemonError
+from memory_agent.endpoint import DAEMON_JSON, SOCKET
+from memory_agent.errors import AlreadyRunning, ConfigError, DaemonError
 from memory_agent.files import FileLock
+from memory_agent.serve.listen import TokenGate, listen
 
 __all__ = ["AlreadyRunning", "run_daemon"]
 
@@ -89,31 +92,6 @@ def _take_daemon_lock(run_dir: Path) -> FileLock:
         )
         raise AlreadyRunning(f"a memory daemon is already running for this home (pid {pid})")
     return lock
-
-
-def _bind_socket(path: Path) -> socket.socket:
-    try:
-        if path.is_symlink() or path.is_socket():
-            path.unlink()  # stale: we hold the daemon lock, so nobody else is serving on it
-        elif path.exists():
-            raise DaemonError(
-                f"cannot serve on {path}: something that is not a socket is in the way",
-                f"move {path} away (memory-agent only ever creates a socket there)",
-            )
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)  # the socket is born 0600: no window where others could connect
-        try:
-            sock.bind(str(path))
-        finally:
-            os.umask(old)
-    except OSError as exc:
-        raise DaemonError(
-            f"cannot bind the socket {path}: {exc.strerror}",
-            f"check that {path.parent} is a writable folder and the path is not too long",
-        ) from exc
-    os.chmod(path, 0o600)
-    sock.listen(128)
-    return sock
 
 
 def build_app(service: Any, server_holder: dict[str, Any], *, single_exchange: bool = True):
@@ -409,7 +387,8 @@ def run_daemon(
     from memory_agent.serve.service import Service
 
     pid_file = run_dir / "daemon.pid"
-    sock_path = run_dir / "daemon.sock"
+    sock_path = run_dir / SOCKET
+    endpoint_file = run_dir / DAEMON_JSON
     service = Service(memory)
     from memory_agent.serve import scrub  # issue 17: once on upgrade, redact what was stored before
 
@@ -417,12 +396,15 @@ def run_daemon(
     holder: dict[str, Any] = {}
     try:
         try:
-            sock = _bind_socket(sock_path)
-        except DaemonError as exc:
+            endpoint_file.unlink(missing_ok=True)  # a dead daemon's: we hold the daemon lock
+            sock, token, where = listen(run_dir, str(cfg.transport))
+        except (DaemonError, ConfigError) as exc:
             log.error("%s; fix: %s", exc.message, exc.fix)
             raise
         pid_file.write_text(f"{os.getpid()}\n")
         app = build_app(service, holder)
+        if token is not None:
+            app = TokenGate(app, token)
         server = _server_class()(
             uvicorn.Config(
                 app,
@@ -444,7 +426,7 @@ def run_daemon(
             "memory-agent %s daemon pid %d serving %s (home %s, embedder %s)",
             __version__,
             os.getpid(),
-            sock_path,
+            where,
             memory.home,
             cfg.embedder,
         )
@@ -457,7 +439,7 @@ def run_daemon(
         log.info("daemon pid %d stopped", os.getpid())
         return 0
     finally:
-        for path in (sock_path, pid_file):
+        for path in (sock_path, endpoint_file, pid_file):
             try:
                 path.unlink()
             except FileNotFoundError:

@@ -13,7 +13,6 @@ remove NAME`): a git clone at `<home>/kbs/<name>/` with its own remote, listed i
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -23,17 +22,11 @@ from typing import Any
 from memory_agent.errors import Conflict, GitError, Invalid
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.kbs import KbPlace, Registry, check_name
-from memory_agent.sync.transport import FETCH_TIMEOUT_S, REMOTE, shown
+from memory_agent.sync.transport import FETCH_TIMEOUT_S, REMOTE, network_env, shown
 
 __all__ = ["add_kb", "remove_kb", "unpushed"]
 
 REMOVED = ".removed"
-
-
-def _git_env() -> dict[str, str]:
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=15")
-    return env
 
 
 def add_kb(registry: Registry, name: Any, url: Any, writable: bool = True) -> KbPlace:
@@ -59,7 +52,7 @@ def add_kb(registry: Registry, name: Any, url: Any, writable: bool = True) -> Kb
             ["git", "clone", "--quiet", "--origin", REMOTE, url, str(dest)],
             capture_output=True,
             text=True,
-            env=_git_env(),
+            env=network_env(),
             timeout=FETCH_TIMEOUT_S,
         )
     except subprocess.TimeoutExpired as exc:

@@ -28,6 +28,7 @@ __all__ = [
     "PushRefused",
     "RemoteUnreachable",
     "fetch",
+    "network_env",
     "push",
     "shown",
 ]
@@ -61,11 +62,31 @@ class PushRefused(RemoteUnreachable):
     """The remote's own rule refused the push (a hook, a protected branch)."""
 
 
-def _env() -> dict[str, str]:
-    """git's environment for the network: never a prompt (a daemon has no terminal), ssh in
-    batch mode with a connect timeout unless the person set their own ssh command."""
+BATCH_SSH = "ssh -o BatchMode=yes -o ConnectTimeout=15"
+
+
+def network_env(repo: Path | None = None) -> dict[str, str]:
+    """git's environment for a command that reaches a remote: never a prompt (a daemon has no
+    terminal). Where the person set no ssh of their own - no `GIT_SSH_COMMAND` or `GIT_SSH`
+    in the environment, no `core.sshCommand` in git's config as `repo` reads it (its own,
+    global, system, includes) - ssh runs in batch mode with a connect timeout; otherwise
+    theirs is used as it is (an identity key, a wrapper, a proxy command)."""
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=15")
+    if "GIT_SSH_COMMAND" in env or "GIT_SSH" in env:
+        return env
+    where = ["-C", str(repo)] if repo is not None and Path(repo).is_dir() else []
+    try:
+        configured = subprocess.run(
+            ["git", *where, "config", "--get", "core.sshCommand"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        configured = ""
+    if not configured:
+        env["GIT_SSH_COMMAND"] = BATCH_SSH
     return env
 
 
@@ -87,7 +108,7 @@ def fetch(kb_dir: Path, branch: str, url: str | None, missing: Callable[[], None
             ],
             capture_output=True,
             text=True,
-            env=_env(),
+            env=network_env(kb_dir),
             timeout=FETCH_TIMEOUT_S,
         )
     except subprocess.TimeoutExpired as exc:
@@ -122,7 +143,7 @@ def push(kb_dir: Path, branch: str, head: str, url: str | None) -> bool:
         ],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=network_env(kb_dir),
         timeout=FETCH_TIMEOUT_S,
     )
     if proc.returncode == 0:

@@ -12,12 +12,12 @@ docs/adr/0016-sync-through-a-git-remote.md.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 from memory_agent.errors import Conflict, GitError
 from memory_agent.kb.gitrepo import KBRepo
+from memory_agent.sync.transport import network_env
 
 __all__ = ["check_missing_branch", "set_remote"]
 
@@ -27,8 +27,7 @@ def check_missing_branch(
 ) -> None:
     """Return when the remote holds no branch at all (the push creates `branch`); otherwise
     raise `Conflict` naming the branches it has (its default first) and the fix."""
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes -o ConnectTimeout=15")
+    env = network_env(kb_dir)
     proc = subprocess.run(
         ["git", "-C", str(kb_dir), "ls-remote", "--symref", remote, "HEAD", "refs/heads/*"],
         capture_output=True,

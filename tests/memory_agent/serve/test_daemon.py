@@ -2,6 +2,7 @@
 however many proxies start it, a killed daemon restarted, a write in flight when the daemon dies,
 SIGTERM, answers while the model loads, a daemon of another version."""
 
+import http.client
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import pytest
 
 from memory_agent import config
 from memory_agent.client import DaemonClient
+from memory_agent.endpoint import read_endpoint
 from memory_agent.index.memory import Memory
 from memory_agent.serve.tools import TOOL_NAMES
 from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for, kill_daemon
@@ -133,8 +135,16 @@ def test_a_whole_session_through_the_proxy(home, shared_cache):
 
 def test_the_socket_is_owner_only_and_a_second_daemon_refuses(home, shared_cache):
     health = DaemonClient(home).ensure()
-    sock = home / "run" / "daemon.sock"
-    assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+    endpoint = read_endpoint(home / "run")
+    if endpoint.kind == "unix":
+        sock = home / "run" / "daemon.sock"
+        assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+    else:  # the portable run (TCP): the token's file is owner-only, and a request needs it
+        assert stat.S_IMODE((home / "run" / "daemon.json").stat().st_mode) == 0o600
+        conn = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=10)
+        conn.request("GET", "/health")
+        assert conn.getresponse().status == 401
+        conn.close()
     assert stat.S_IMODE((home / "run").stat().st_mode) == 0o700
     second = subprocess.run(
         [sys.executable, "-m", "memory_agent", "daemon", "--home", str(home)],

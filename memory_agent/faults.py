@@ -1,6 +1,6 @@
 """Fault points: the one seam through which tests stop or kill the product at a named step.
 
-The `fault` setting (`MEMORY_AGENT_FAULT`; a test hook, never for normal use) names at most
+The `fault` setting (a test hook, never for normal use; memory_agent.config) names at most
 one point. The product calls `Faults.reach(point)` at each point below; unless the setting
 names that point, the call returns at once and does nothing.
 

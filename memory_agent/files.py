@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -114,8 +115,6 @@ class _Shared:
     owner at a time)."""
 
     def __init__(self) -> None:
-        import threading
-
         self.turn = threading.Lock()  # threads of this process take turns here
         self.owner: int | None = None
         self.depth = 0
@@ -123,37 +122,16 @@ class _Shared:
 
 
 _SHARED: dict[str, _Shared] = {}
+_REGISTRY = threading.Lock()  # guards _SHARED
 
 
 def _shared(path: Path) -> _Shared:
-
     key = os.path.normcase(os.path.abspath(path))
     with _REGISTRY:
         found = _SHARED.get(key)
         if found is None:
             found = _SHARED[key] = _Shared()
         return found
-
-
-class _Registry:
-    """A lock for the registry itself, made on first use (a hook that never locks does not
-    import threading)."""
-
-    _lock = None
-
-    def __enter__(self) -> None:
-        if _Registry._lock is None:
-            import threading
-
-            _Registry._lock = threading.Lock()
-        _Registry._lock.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        assert _Registry._lock is not None
-        _Registry._lock.release()
-
-
-_REGISTRY = _Registry()
 
 
 class FileLock:
@@ -209,8 +187,6 @@ class FileLock:
 
     def release(self) -> None:
         """Give back one acquisition of this thread (the lock goes with the last)."""
-        import threading
-
         shared = self._shared
         if shared.owner != threading.get_ident() or shared.depth == 0:
             raise RuntimeError(f"{self.path} is not locked by this thread")
@@ -227,8 +203,6 @@ class FileLock:
     @property
     def is_locked(self) -> bool:
         """Whether this thread holds it."""
-        import threading
-
         return self._shared.owner == threading.get_ident() and self._shared.depth > 0
 
     def holder(self) -> int | None:
@@ -300,8 +274,6 @@ class FileLock:
 
     # -- inside ------------------------------------------------------------------------------
     def _reenter(self) -> bool:
-        import threading
-
         shared = self._shared
         if shared.depth and shared.owner == threading.get_ident():
             shared.depth += 1
@@ -312,8 +284,6 @@ class FileLock:
         return os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
 
     def _took(self, fd: int) -> None:
-        import threading
-
         shared = self._shared
         shared.fd, shared.depth, shared.owner = fd, 1, threading.get_ident()
         try:  # who holds it, for a waiter on an OS with no lock table to ask

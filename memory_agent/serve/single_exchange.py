@@ -11,7 +11,7 @@ proposals) itself, the way the SDK's own single-exchange entry serves the 2026 p
 (`mcp.server.runner.serve_one`: the spec's params check, the middleware, `MemoryServer`'s tool
 call with its argument validation and error contract, the result's wire shape) and writes the
 reply the SDK's dispatcher and transport would write, byte for byte
-(`tests/memory_agent/test_single_exchange.py` compares the two paths call by call).
+(`tests/memory_agent/serve/test_single_exchange.py` compares the two paths call by call).
 
 Everything else goes to the SDK unchanged: writes, `initialize`, `tools/list`, notifications,
 batches, anything that fails a header check, the body limit or JSON parsing (the SDK then

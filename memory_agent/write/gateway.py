@@ -64,7 +64,8 @@ class Gateway:
         self.place = place if place is not None else memory.kbs.personal()
         self.kb_dir = self.place.dir
         self.writes = Transactions(memory, self.place)
-        self.redo = self.writes.redo
+        self.redo = self.writes.redo  # the redo log and the request replies, by their names
+        self.requests = self.writes.requests
 
     @property
     def repo(self) -> KBRepo:

@@ -15,9 +15,8 @@ the OS's lock between processes, which the kernel releases when the process dies
 never leaves a stale lock. The OS lock is `flock(2)` where the `fcntl` module exists (Linux,
 macOS), `msvcrt.locking` on one byte far past the end on Windows, and POSIX `lockf` elsewhere
 (which the suite runs, with `fcntl` unimportable, as the portable path: tests/README). The
-holder writes its pid at the start of the file, so a wait that times out names it on any OS
-(on Linux the kernel's /proc/locks is asked first: it also names a holder that wrote nothing,
-such as an older version).
+waiter that times out names the holder: on Linux from the kernel's /proc/locks (the file stays
+empty), elsewhere from the pid the holder wrote at the start of the file.
 
 `with replacing(dest) as fh:` writes a file that replaces `dest` only when whole: to a temporary
 name beside it that is unique to the process (`temp_name`: `<name>.tmp-<pid>-<hex>`, so a
@@ -46,6 +45,7 @@ if TYPE_CHECKING:  # annotations only: a hook does not import typing
 __all__ = ["FileLock", "fsync_dir", "gzip_to", "lock_backend", "replacing", "temp_name"]
 
 POLL_S = 0.05  # how often a wait with a timeout tries again
+LOCK_TABLE = "/proc/locks"  # the kernel's list of held locks (Linux; read when used)
 _FAR = 1 << 30  # where msvcrt locks its byte: past any pid written at the start
 
 
@@ -236,7 +236,7 @@ class FileLock:
             return None
         try:
             st = os.stat(self.path)
-            with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            with open(LOCK_TABLE, encoding="ascii", errors="replace") as fh:
                 table = fh.read()
         except OSError:
             return None
@@ -286,6 +286,8 @@ class FileLock:
     def _took(self, fd: int) -> None:
         shared = self._shared
         shared.fd, shared.depth, shared.owner = fd, 1, threading.get_ident()
+        if os.path.exists(LOCK_TABLE):
+            return  # the kernel names the holder: the file stays empty
         try:  # who holds it, for a waiter on an OS with no lock table to ask
             os.lseek(fd, 0, os.SEEK_SET)
             os.write(fd, f"{os.getpid()}\0".encode())

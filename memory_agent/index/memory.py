@@ -181,7 +181,7 @@ class Memory:
         """Watch the files (the daemon does; the `watcher` setting says how, `rescan` not at
         all): a search with nothing changed then reads no file. True if it watches."""
         kind = "rescan" if int(self.cfg.no_inotify) else str(self.cfg.watcher)
-        return self.scanner.start_watching(kind)
+        return self.scanner.start_watching(kind, self.run_dir / "watch")
 
     # -- keeping the index in line with the files ------------------------------------------
     def refresh(self, *, force: bool = False) -> dict[str, Any]:

@@ -5,11 +5,14 @@ Linux, FSEvents on macOS, ReadDirectoryChangesW on Windows), with the interface 
 The same contract: `watch(directory)` (not recursive), `unwatch_all()`, `drain()` returns the
 paths written, moved or deleted since the last call, and `rescan` when a full scan is needed (a
 folder appeared, moved or vanished; a folder could not be watched; the watcher thread failed).
-One difference, measured in experiments/watchers: events reach `drain()` through a thread that
-collects what the OS reports, so a change made outside memory-agent is seen by the next search
-after the watcher's delivery time (`STEP_MS` to group them, plus the OS's own latency), not at
-once as with inotify. memory-agent's own writes never wait for it: the write path refreshes the
-paths it wrote.
+Events reach `drain()` through a thread that collects what the OS reports. So that a change
+made just before a search is in that search (as with inotify), `drain()` ends with a fence:
+it rewrites a file of its own in a folder it also watches (`<home>/run/watch/fence`) and waits
+until the thread has seen that write - everything the OS reported before it is then in hand.
+The OS reports in order within one watcher on Linux (one inotify queue) and macOS (one FSEvents
+stream); Windows watches each folder on its own, so there a change may reach the search after
+next. A fence not seen within `FENCE_WAIT_S` asks for a full scan instead (never a stale
+answer). What the fence costs a search: experiments/watchers.
 
 The set of folders is given to `notify` when it starts, so a change of the set (a full scan
 re-registers every folder) starts a new one at the next `drain()`, the old one running until
@@ -28,9 +31,10 @@ from memory_agent.index.watch import WatchEvents
 __all__ = ["PortableWatcher", "watchfiles_available"]
 
 log = logging.getLogger("memory_agent.scanner")
-STEP_MS = 20  # how long notify waits for more changes before it hands a group over
-DEBOUNCE_MS = 200  # the longest a group is held
+STEP_MS = 2  # how long notify waits for more changes before it hands a group over
+DEBOUNCE_MS = 50  # the longest a group is held
 TIMEOUT_MS = 1000  # how often the thread wakes with nothing changed (to see a stop)
+FENCE_WAIT_S = 1.0  # a fence not seen by then: a full scan instead
 
 
 def watchfiles_available() -> bool:
@@ -86,13 +90,19 @@ class _Run:
 
 
 class PortableWatcher:
-    def __init__(self) -> None:
+    def __init__(self, fence_dir: Path) -> None:
         if not watchfiles_available():
             raise OSError("watchfiles is not installed")
         self._lock = threading.Lock()
+        self._seen = threading.Condition(self._lock)
         self._wanted: set[Path] = set()
         self._run: _Run | None = None
         self._pending = WatchEvents()
+        self.fence_dir = Path(fence_dir)
+        self.fence_dir.mkdir(parents=True, exist_ok=True)
+        self.fence = self.fence_dir / "fence"
+        self._fenced = 0  # the last fence written
+        self._fence_seen = 0  # the last fence the thread reported
 
     def close(self) -> None:
         with self._lock:
@@ -118,8 +128,20 @@ class PortableWatcher:
             self._wanted.clear()
 
     def drain(self) -> WatchEvents:
-        """Everything reported since the last call (never waits for the OS)."""
+        """Everything that happened before this call (waits for the fence, see the module)."""
         self._restart_if_changed()
+        with self._lock:
+            running = self._run is not None
+        if running:
+            self._fenced += 1
+            n = self._fenced
+            self.fence.write_text(str(n))
+            with self._seen:
+                if not self._seen.wait_for(lambda: self._fence_seen >= n, FENCE_WAIT_S):
+                    self._pending.rescan = (
+                        self._pending.rescan
+                        or f"the file watcher did not report within {FENCE_WAIT_S:g} s"
+                    )
         with self._lock:
             events, self._pending = self._pending, WatchEvents()
             return events
@@ -128,12 +150,12 @@ class PortableWatcher:
         with self._lock:
             wanted = set(self._wanted)
             current = self._run.folders if self._run is not None else None
-        if current == wanted or (not wanted and current is None):
+        if current == wanted | {self.fence_dir} or (not wanted and current is None):
             return
         new = None
         if wanted:
             try:
-                new = _Run(wanted, self._collect)
+                new = _Run(wanted | {self.fence_dir}, self._collect)
             except (OSError, RuntimeError) as exc:  # a folder vanished meanwhile, or no watch
                 with self._lock:
                     self._pending.rescan = f"cannot watch the folders: {exc}"
@@ -151,9 +173,18 @@ class PortableWatcher:
             watched = self._wanted
             for _change, name in found:
                 path = Path(name)
+                if path == self.fence:
+                    try:
+                        self._fence_seen = max(self._fence_seen, int(path.read_text() or 0))
+                    except (OSError, ValueError):
+                        pass  # being rewritten: the next report has it
+                    continue
+                if path == self.fence_dir or path.parent == self.fence_dir:
+                    continue
                 if path in watched or os.path.isdir(path):
                     self._pending.rescan = f"folder {path} appeared, moved or vanished"
                     continue
                 if path.parent not in watched:
                     continue  # (a folder's own entry, reported by some OSes)
                 self._pending.paths.add(path)
+            self._seen.notify_all()

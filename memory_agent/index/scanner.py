@@ -95,10 +95,11 @@ class Scanner:
         self._needs_full = True
 
     # -- change signal --------------------------------------------------------------------
-    def start_watching(self, kind: str = "auto") -> bool:
+    def start_watching(self, kind: str = "auto", fence_dir: Path | None = None) -> bool:
         """Watch for changes between full scans (the daemon does; a CLI call does not):
         `inotify`, `watchfiles`, `auto` (inotify on Linux, else watchfiles where installed) or
-        `rescan` (no watcher, on purpose). True if a watcher runs."""
+        `rescan` (no watcher, on purpose). True if a watcher runs. `fence_dir`: the folder of
+        the watchfiles watcher's fence (`index.portable_watch`)."""
         if self.watcher is not None or kind == "rescan":
             return self.watcher is not None
         if kind not in ("auto", "inotify", "watchfiles"):
@@ -114,7 +115,7 @@ class Scanner:
                     raise OSError("inotify is Linux's")
                 self.watcher = Watcher()
             else:
-                self.watcher = PortableWatcher()
+                self.watcher = PortableWatcher(fence_dir or self.kb_dir.parent / "run" / "watch")
             self._needs_full = True  # the next sync scans everything and sets the watches
         except OSError as exc:
             log.warning("no %s (%s): files are rescanned on demand instead", kind, exc)

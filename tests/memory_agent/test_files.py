@@ -123,8 +123,7 @@ def test_the_lock_is_exclusive_between_threads_and_reentrant_in_one(tmp_path):
     assert lock.try_acquire()
     assert lock.holder() == os.getpid()
     lock.release()
-    # the holder's pid at the start: how a waiter names it where the OS has no lock table
-    assert (tmp_path / "home.lock").read_bytes().split(b"\0")[0] == str(os.getpid()).encode()
+    assert (tmp_path / "home.lock").read_bytes() == b""  # never written: stays empty
 
 
 def test_releasing_a_lock_not_held_is_an_error(tmp_path):
@@ -179,3 +178,32 @@ def test_a_crash_while_replacing_leaves_the_old_file_and_a_temp_naming_the_proce
     assert dest.read_bytes() == b"old"
     [leftover] = [p.name for p in tmp_path.iterdir() if p != dest]
     assert re.fullmatch(rf"part\.gz\.tmp-{proc.pid}-[0-9a-f]{{6}}", leftover)
+
+
+def test_without_a_kernel_lock_table_the_holder_writes_its_pid_and_is_named(tmp_path, monkeypatch):
+    """macOS and Windows have no /proc/locks: the holder writes its pid at the start of the
+    file, and a waiter names it from there (and only while it holds the lock)."""
+    from memory_agent import files
+
+    path = tmp_path / "home.lock"
+    code = (
+        "import sys\nfrom memory_agent import files\nfiles.LOCK_TABLE = '/nonexistent'\n"
+        "files.FileLock(sys.argv[1]).acquire()\nprint('held', flush=True)\nsys.stdin.read()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    monkeypatch.setattr(files, "LOCK_TABLE", str(tmp_path / "no-lock-table"))
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        assert path.read_bytes().split(b"\0")[0] == str(proc.pid).encode()
+        assert FileLock(path).holder() == proc.pid
+        with pytest.raises(LockBusy, match=f"held by process {proc.pid}"):
+            FileLock(path).acquire(timeout=0.1)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert FileLock(path).holder() is None  # its pid is still written; the lock is free

@@ -87,6 +87,10 @@ def test_searches_answer_from_the_live_generation_while_a_rebuild_runs(home, sha
         daemon.wait(timeout=60)
 
 
+@pytest.mark.skipif(
+    os.environ.get("MEMORY_AGENT_TRANSPORT") == "tcp",
+    reason="the Unix socket's path is in the way; over TCP (the portable run) there is none",
+)
 def test_a_daemon_that_cannot_bind_says_why(home, shared_cache):
     (home / "run").mkdir(exist_ok=True)
     (home / "run" / "daemon.sock").mkdir()  # something that is not a socket is in the way

@@ -211,7 +211,7 @@ class Service:
             return {"context": "", "ids": [], "reason": "inject is off"}
         if not self.model.loaded:
             self.model.start()
-            why = "the embedding endpoint is not answering" if self.model.error else "loading"
+            why = "not answering" if self.model.error else "loading"
             return {"context": "", "ids": [], "reason": f"the model is {why}"}
         limit = int(self.memory.cfg.recall_limit)
         budget = int(self.memory.cfg.inject_budget)
@@ -232,7 +232,7 @@ class Service:
                 )
         except EndpointError as exc:  # the server went away: nothing injected this time
             self.model.lost(exc)
-            return {"context": "", "ids": [], "reason": "the embedding endpoint is not answering"}
+            return {"context": "", "ids": [], "reason": "the model is not answering"}
         self.usage.record(
             "inject", session=session, event=event, ids=found.ids, chars=len(found.text)
         )

@@ -298,3 +298,41 @@ def test_a_changed_model_name_asks_for_a_rebuild_and_never_mixes(
         assert store.count(old_id) >= 79 and store.count(new_id) >= 79
     finally:
         store.close()
+
+
+def test_an_endpoint_that_goes_away_while_the_daemon_runs(home, shared_cache, minilm_model):
+    from benchmarks.embedding_server import EmbeddingServer
+
+    server = EmbeddingServer(minilm_model)
+    url = server.start()
+    port = server.httpd.server_address[1]
+    env = endpoint_env(home, shared_cache)
+    assert init(env, url, "all-minilm", "--demo").returncode == 0
+    s = ProxySession(home, shared_cache, **OPENAI)
+    try:
+        s.initialize()
+        query = "jieba 词典加载 kctl 启动慢"
+        assert "degraded" not in structured(s.call("memory_search", query=query))
+        server.stop()
+        t = time.monotonic()
+        found = structured(s.call("memory_search", query=query))  # it retried, then gave up
+        assert found["degraded"].startswith("embedding model not answering")
+        assert "not reachable after 4 attempt(s)" in found["degraded"]
+        assert found["hits"][0]["id"] == "jieba-dictionary-load-slows-cli"
+        assert time.monotonic() - t < 10  # 0.5 + 1 + 2 s of backoff
+        t = time.monotonic()
+        found = structured(s.call("memory_search", query=query))
+        assert "degraded" in found and time.monotonic() - t < 2  # no retries per search now
+        assert DaemonClient(home).health()["model"] == "failed"
+        again = EmbeddingServer(minilm_model, port=port)
+        again.start()
+        try:
+            deadline = time.monotonic() + 60
+            while "degraded" in found and time.monotonic() < deadline:
+                time.sleep(0.5)
+                found = structured(s.call("memory_search", query=query))
+            assert "degraded" not in found and again.requests
+        finally:
+            again.stop()
+    finally:
+        s.close()

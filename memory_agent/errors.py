@@ -178,6 +178,19 @@ RAGCORE_FIXES = {
 }
 
 
+_ENDPOINT_SETTINGS = (
+    "the endpoint is the embedding_url and embedding_model settings (config.toml, or "
+    "MEMORY_AGENT_EMBEDDING_URL and MEMORY_AGENT_EMBEDDING_MODEL); `memory-agent init "
+    "--embedder minilm` switches to the offline model"
+)
+ENDPOINT_FIXES = {
+    "auth": "memory-agent reads the key from MEMORY_AGENT_EMBEDDING_API_KEY only (in the "
+    "environment of whatever starts the daemon: the agent, or your shell)",
+    "dimension": "the index keeps answering from its lexical channel meanwhile",
+    **{k: _ENDPOINT_SETTINGS for k in ("unreachable", "not_found", "refused", "reply")},
+}
+
+
 def describe(exc: BaseException, *, log_hint: str = "the daemon log") -> ErrorInfo:
     """The code, message and fix of any exception. Errors raised on purpose (ours, ragcore's)
     keep theirs; anything else is a bug, reported as `internal` without its details."""
@@ -186,6 +199,9 @@ def describe(exc: BaseException, *, log_hint: str = "the daemon log") -> ErrorIn
     ragcore_errors = sys.modules.get("ragcore.errors")  # never imported just to catch
     if ragcore_errors is not None and isinstance(exc, ragcore_errors.RagcoreError):
         # the core's fixes are neutral (legal_web uses it too): say it in this product's words
+        kind = getattr(exc, "kind", None)  # an embedding endpoint's (ragcore.EndpointError)
+        if kind is not None:
+            return ErrorInfo(exc.code, exc.message, f"{exc.fix}; {ENDPOINT_FIXES.get(kind, '')}")
         product = RAGCORE_FIXES.get(exc.code)
         return ErrorInfo(exc.code, exc.message, f"{product} ({exc.fix})" if product else exc.fix)
     return ErrorInfo(

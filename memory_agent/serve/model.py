@@ -4,6 +4,11 @@ it failed, the error and its fix, which health, status and every call that needs
 
 A caller that cannot wait (a search, the recall hook, status) starts the load and goes on
 without the model; a caller that needs it (a write, the gate) waits, before it takes any lock.
+
+A model behind a server (the `openai` embedder: `remote`) may fail for a while and come back:
+its load is a request, and a failed one is tried again when something asks for the model at
+least `RETRY_S` seconds later (`start`); a call that finds the server gone marks it failed the
+same way (`lost`). Meanwhile search answers from the lexical channel and says why (`degraded`).
 """
 
 from __future__ import annotations
@@ -15,10 +20,13 @@ from collections.abc import Callable
 
 from memory_agent.errors import NotReady, describe
 from memory_agent.index.memory import Memory
+from ragcore import EndpointError
 
 __all__ = ["ModelLoader"]
 
 log = logging.getLogger("memory_agent.service")  # the daemon log's name for it, unchanged
+WAIT_FOR_MOVED = 500  # a search waits for the model to index at most this many files git moved
+RETRY_S = 10.0  # a remote model that failed is asked again after this many seconds
 
 
 class ModelLoader:
@@ -33,6 +41,17 @@ class ModelLoader:
         self._error: str | None = None
         self._fix = ""
         self._settled = threading.Event()  # loaded (and repaired) or failed
+        self._idle = threading.Event()  # no load running
+        self._idle.set()
+        self._failed_at = 0.0
+
+    @property
+    def remote(self) -> bool:
+        """The model is a server's (`ragcore.endpoint`): a failure may pass, so it is retried."""
+        try:
+            return bool(getattr(self._memory.embedder, "remote", False))
+        except Exception:  # noqa: BLE001 - a model that cannot even be made is not coming back
+            return False
 
     @property
     def loaded(self) -> bool:
@@ -56,12 +75,64 @@ class ModelLoader:
         return "loading" if self._thread is not None else "not loaded"
 
     def start(self) -> None:
-        """Start loading, once; later calls return at once."""
+        """Start loading, once; later calls return at once - except for a remote model that
+        failed `RETRY_S` seconds ago or more: that is asked again (in the background)."""
         with self._start_lock:
-            if self._thread is not None:
+            if self._thread is not None and not self._may_retry():
                 return
+            self._idle.clear()
             self._thread = threading.Thread(target=self._load, name="model-load", daemon=True)
             self._thread.start()
+
+    def _may_retry(self) -> bool:
+        return (
+            self._error is not None
+            and self._idle.is_set()
+            and self.remote
+            and time.monotonic() - self._failed_at >= RETRY_S
+        )
+
+    def lexical_only(self) -> str | None:
+        """Why a search answers from the lexical channel alone now (the reply's `degraded`), or
+        None: the model is loaded, or was waited for. It is waited for only when the KB moved
+        since the index was refreshed (a pull or a reset while the daemon was stopped: the
+        lexical channel would answer from before it) by few enough files, or when it settles
+        at once; a remote model that failed is asked again in the background."""
+        if self.loaded:
+            return None
+        if not (self.remote and self.error):
+            memory = self._memory
+            moved = memory.kb_moved() if memory.index.exists() else []
+            lagging = moved is not None and 0 < len(moved) <= WAIT_FOR_MOVED
+            if not lagging and not self.settled_within(0.05):
+                return (
+                    "model loading: lexical channel only; files changed on disk are indexed "
+                    "once the model is ready"
+                )
+            if not (self.remote and self.error):  # (it may have failed within those 50 ms)
+                self.wait()
+                return None
+        self.start()
+        return self.unanswered()
+
+    def unanswered(self) -> str:
+        """What a reply says while the model's server does not answer (or the model failed)."""
+        return (
+            f"embedding model not answering: lexical channel only ({self.error}; fix: {self.fix})"
+        )
+
+    def lost(self, exc: BaseException) -> None:
+        """If `exc` is (or was caused by) a remote model's server not answering as asked
+        (`ragcore.EndpointError`): the model is failed from now, with that error, until a
+        retry `RETRY_S` seconds later answers. Any other error changes nothing."""
+        exc = exc if isinstance(exc, EndpointError) else exc.__cause__  # type: ignore[assignment]
+        if not isinstance(exc, EndpointError):
+            return
+        info = describe(exc)
+        with self._start_lock:
+            self._error, self._fix = info.message, info.fix
+            self._failed_at = time.monotonic()
+        log.warning("embedding model lost: %s", info.message)
 
     def settled_within(self, timeout: float) -> bool:
         """Start loading if nothing has; whether it settled (loaded or failed) within
@@ -74,7 +145,15 @@ class ModelLoader:
         failed."""
         self.start()
         self._settled.wait()
+        self._idle.wait()  # a retry under way: its answer
         if self._error:
+            if self.remote:
+                raise NotReady(
+                    f"the embedding model {self._memory.cfg.embedder!r} is not answering: "
+                    f"{self._error}",
+                    (self._fix + "; " if self._fix else "")
+                    + f"the daemon asks it again at the next call {RETRY_S:g} s or more later",
+                )
             raise NotReady(
                 f"the embedding model {self._memory.cfg.embedder!r} could not be loaded: "
                 f"{self._error}",
@@ -96,14 +175,18 @@ class ModelLoader:
             info = describe(exc)
             self._error = info.message
             self._fix = info.fix
+            self._failed_at = time.monotonic()
             log.error(
                 "model failed to load: %s",
                 self._error,
                 exc_info=exc if info.code == "internal" else None,
             )
             self._settled.set()
+            self._idle.set()
             return
         try:
             self._after_load()
         finally:
+            self._error, self._fix = None, ""  # a remote model that answered again
             self._settled.set()
+            self._idle.set()

@@ -159,12 +159,19 @@ def _complete(path: Path, spec: WeightFile) -> bool:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """One process at a time fills a folder (a daemon's load and `model fetch` may race)."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no lock; the .part files are still per file
-        yield
-        return
     with open(path, "a+b") as fh:
+        try:
+            import fcntl
+        except ImportError:  # no fcntl: POSIX's lockf, else (Windows) no lock between processes
+            if not hasattr(os, "lockf"):
+                yield
+                return
+            os.lockf(fh.fileno(), os.F_LOCK, 0)
+            try:
+                yield
+            finally:
+                os.lockf(fh.fileno(), os.F_ULOCK, 0)
+            return
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         try:
             yield

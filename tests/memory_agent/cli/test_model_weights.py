@@ -48,15 +48,16 @@ class Home:
     def __init__(self, tmp_path: Path, hidden: Path, endpoint: str):
         self.home = tmp_path / "home"
         self.cache = tmp_path / "cache"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_AGENT_")}
-        self.env.pop("HF_HUB_OFFLINE", None)
+        # the suite's environment (its clock; in the portable run, its transport and watcher)
+        # without any weights of its own
+        unset = ("MEMORY_AGENT_MODEL_PATH", "MEMORY_AGENT_REPOS", "HF_HUB_OFFLINE")
+        self.env = {k: v for k, v in os.environ.items() if k not in unset}
         self.env.update(
             PYTHONPATH=os.pathsep.join([str(hidden), str(ROOT)]),
             MEMORY_AGENT_HOME=str(self.home),
             MEMORY_AGENT_CACHE=str(self.cache),
             MEMORY_AGENT_EMBEDDER="minilm",
             MEMORY_AGENT_IDLE_EXIT="120",
-            MEMORY_AGENT_CLOCK=os.environ["MEMORY_AGENT_CLOCK"],
             HF_ENDPOINT=endpoint,
         )
 
@@ -157,6 +158,16 @@ def test_a_daemon_without_its_weights_says_so_and_loads_them_once_imported(tmp_p
         assert rc == 0, stderr
         for f in FILES:  # the cache lost them (deleted by hand): the daemon cannot load
             (home.weights_folder() / f.name).unlink()
+        proc = subprocess.run(
+            [sys.executable, "-m", "memory_agent", "doctor", "--no-start", "--json"],
+            capture_output=True,
+            text=True,
+            env=home.env,
+            timeout=300,
+        )
+        model = next(c for c in json.loads(proc.stdout)["checks"] if c["check"] == "model")
+        assert not model["ok"] and "not on this machine yet (91.3 MB" in model["message"]
+        assert "`memory-agent model fetch`" in model["fix"]
         rc, reply, _ = home.run("add", "--title", "Needs the model", "--body", "A write embeds.")
         error = reply["error"]
         assert rc == 2 and error["code"] == "model", reply

@@ -12,6 +12,8 @@ from pathlib import Path
 from memory_agent import config as config_mod
 from memory_agent.cli.endpoint import checked_endpoint
 from memory_agent.cli.shells import call, daemon_client, emit, home_dir
+from memory_agent.errors import MemoryAgentError
+from memory_agent.files import replacing
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -33,6 +35,17 @@ def cmd_init(args: argparse.Namespace) -> int:
         from ragcore import StreamProgress
 
         weights = fetch_minilm(cfg, StreamProgress(sys.stderr))
+    if args.embedder == "bge-m3" and installed_embedder() != "bge-m3":
+        from memory_agent.errors import NotReady
+        from ragcore.bge_m3 import EXTRA_FIX
+
+        raise NotReady(  # before anything is written: the home keeps its embedder
+            "BGE-M3 needs the bge-m3 extra (FlagEmbedding and torch), which is not installed; "
+            f"nothing changed (the embedder stays {cfg.embedder})",
+            f"{EXTRA_FIX}; then `memory-agent init --embedder bge-m3` again",
+        )
+    config_file = cfg.home_dir / "config.toml"
+    config_before = config_file.read_bytes() if config_file.is_file() else None
     reply = Memory(cfg).init(demo=args.demo, embedder=pin, sync=False, settings=endpoint)
     reply["weights"] = weights
     if model_id:
@@ -50,7 +63,26 @@ def cmd_init(args: argparse.Namespace) -> int:
         reply["restarted_daemon"] = health.get("pid")
     if not args.no_index:
         # The daemon owns the index: it builds it on this first call.
-        reply["index"] = client.admin("refresh")
+        try:
+            reply["index"] = client.admin("refresh")
+        except MemoryAgentError as exc:
+            switched = (served.embedder, config_mod.endpoint_of(served)) != (
+                cfg.embedder,
+                config_mod.endpoint_of(cfg),
+            )
+            if not switched or exc.code not in ("not_ready", "model", "config"):
+                raise
+            # the new embedder does not load: a switch that fails changes nothing
+            if config_before is None:
+                config_file.unlink(missing_ok=True)
+            else:
+                with replacing(config_file) as fh:
+                    fh.write(config_before)
+            client.stop(wait=True)  # it runs the model that failed; the next call starts anew
+            exc.message = f"{exc.message}; nothing changed (the embedder stays {cfg.embedder})"
+            exc.fix = f"{exc.fix}; then `memory-agent init --embedder {served.embedder}` again"
+            exc.args = (exc.message,)
+            raise
     reply["mcp"] = client_configs(cfg.home_dir)
     reply["hooks"] = hook_configs(cfg.home_dir)
 
@@ -84,7 +116,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         if r["embedder"] == "minilm" and installed_embedder() == "minilm":
             print(
                 "(minilm: the offline English model. For BGE-M3, multilingual: "
-                "pip install 'memory-agent[bge-m3]' (torch==2.13.0 first for the CPU build), "
+                "scripts/setup --extras bge-m3 in the clone (see the README's Install), "
                 "then memory-agent init --embedder bge-m3 and memory-agent rebuild)"
             )
         print("\nConnect your agent (the proxy starts the daemon when needed):")

@@ -82,9 +82,21 @@ class KBRepo:
         repo.record_branch()
         return repo, True
 
-    def git(self, *args: str, check: bool = True) -> str:
+    def git(
+        self,
+        *args: str,
+        check: bool = True,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> str:
         return run(
-            self.path, *args, check=check, lock_wait=self.lock_wait, proc_root=self.proc_root
+            self.path,
+            *args,
+            check=check,
+            lock_wait=self.lock_wait,
+            proc_root=self.proc_root,
+            env=env,
+            timeout=timeout,
         )
 
     def succeeds(self, *args: str) -> bool:

@@ -38,6 +38,7 @@ from ragcore.errors import (
     RagcoreError,
 )
 from ragcore.evaluate import EvalReport, evaluate, metrics, metrics_by
+from ragcore.front_matter import FrontMatterRefused, load_yaml, parse_front_matter
 from ragcore.fusion import FusionConfig
 from ragcore.index import BuildReport, Index, RefreshReport, live_generation
 from ragcore.search import Hit, SearchConfig, SearchResult, search, snippets_of
@@ -60,6 +61,7 @@ __all__ = [
     "EndpointError",
     "EvalReport",
     "Filter",
+    "FrontMatterRefused",
     "FusionConfig",
     "Hit",
     "Index",
@@ -76,10 +78,12 @@ __all__ = [
     "evaluate",
     "extract_entities",
     "load_markdown",
+    "load_yaml",
     "make_embedder",
     "metrics",
     "metrics_by",
     "normalize_text",
+    "parse_front_matter",
     "scan_markdown",
     "search",
     "snippets_of",

@@ -36,7 +36,8 @@ from memory_agent.kb.entries import (
     render_entry,
 )
 from memory_agent.kb.files import name_taken
-from memory_agent.kb.scopes import HEADER, MAP_FILE
+from memory_agent.kb.scopes import HEADER, MAP_BOUNDS, MAP_FILE
+from ragcore import load_yaml
 
 __all__ = ["VARIANTS", "Merge"]
 
@@ -253,15 +254,21 @@ class Merge:
         return [variant]
 
     def _merge_map(self, theirs: str, ours: str) -> list[str]:
-        def names(text: str) -> dict[str, str]:
+        def names(text: str) -> dict[str, str] | None:
             try:
-                data = yaml.safe_load(text) or {}
-            except yaml.YAMLError:
-                return {}
-            return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+                data = load_yaml(text, **MAP_BOUNDS) or {}
+            except (yaml.YAMLError, ValueError):  # (ValueError: over a bound, an alias)
+                return None
+            if not isinstance(data, dict) or not all(
+                isinstance(v, (str, int, float)) for v in data.values()
+            ):
+                return None
+            return {str(k): str(v) for k, v in data.items()}
 
-        merged = names(theirs)
-        for name, identity in names(ours).items():
+        merged, mine = names(theirs), names(ours)
+        if merged is None or mine is None:  # not a map of names: both kept, a person decides
+            return self._variant(MAP_FILE, ours, "both sides changed it; one side is not valid")
+        for name, identity in mine.items():
             if merged.get(name, identity) == identity:
                 merged[name] = identity
             else:  # one name, two projects: upstream keeps it, this side's is kept aside

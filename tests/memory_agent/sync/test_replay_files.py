@@ -185,3 +185,45 @@ def test_a_replay_folder_left_by_a_dead_process_is_removed_at_the_next_round(tmp
     finally:
         for folder in (left, alive):
             subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+# Before: this side's map was read with yaml.safe_load and each value turned to text: the
+# aliases expanded (memory growing until the round was killed). The round runs in a process of
+# its own with 1.5 GB and 120 s, and failed on either.
+def test_a_project_map_that_expands_by_aliases_is_a_variant_not_a_wedged_round(tmp_path):
+    import json
+    import resource
+    import sys
+
+    kb_a, a, kb_b, b = _diverged(tmp_path)
+    (kb_a / "projects.yaml").write_text("alpha: github.com/acme/alpha\n")
+    git(kb_a, "add", "projects.yaml")
+    commit(kb_a, "alpha named")
+    a.run()
+    levels = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'] + [
+        f"{n}: &{n} [" + ",".join([f"*{p}"] * 9) + "]"
+        for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+    ]
+    _put(kb_b, "projects.yaml", ("\n".join(levels) + "\n").encode())
+    commit(kb_b, "a map written by a tool")
+    script = (
+        "import json, sys, threading\nfrom pathlib import Path\n"
+        "from memory_agent.sync.remote import Syncer\n"
+        "s = Syncer(Path(sys.argv[1]), Path(sys.argv[2]), threading.RLock(), lambda p: None)\n"
+        "print(json.dumps(s.run()))\n"
+    )
+
+    def bounded():
+        resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
+
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(kb_b), str(tmp_path / "b" / "run")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=bounded,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert [v["path"] for v in report["variants"]] == ["projects.yaml"]
+    assert (kb_b / "projects.yaml").read_text() == "alpha: github.com/acme/alpha\n"

@@ -36,11 +36,14 @@ from ragcore.errors import (
     IndexError_,
     IndexInconsistent,
     RagcoreError,
+    WeightsCorrupt,
+    WeightsUnavailable,
 )
 from ragcore.evaluate import EvalReport, evaluate, metrics, metrics_by
 from ragcore.front_matter import FrontMatterRefused, load_yaml, parse_front_matter
 from ragcore.fusion import FusionConfig
 from ragcore.index import BuildReport, Index, RefreshReport, live_generation
+from ragcore.minilm_weights import MiniLMWeights, StreamProgress
 from ragcore.search import Hit, SearchConfig, SearchResult, search, snippets_of
 from ragcore.snapshot import Consistency
 from ragcore.store import Filter
@@ -68,12 +71,16 @@ __all__ = [
     "IndexError_",
     "IndexInconsistent",
     "MiniLMEmbedder",
+    "MiniLMWeights",
     "PathRule",
     "RagcoreError",
     "RefreshReport",
     "SearchConfig",
     "SearchResult",
+    "StreamProgress",
     "Tokenizer",
+    "WeightsCorrupt",
+    "WeightsUnavailable",
     "chunk_document",
     "evaluate",
     "extract_entities",

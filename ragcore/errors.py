@@ -4,7 +4,10 @@ and, where there is one, a `fix`.
 RagcoreError                      code (the base: invalid, a bad input file)
 ├── DocumentError                 document  a file could not be loaded (binary, too large, ...)
 ├── EmbedderError                 model     a model is missing, incomplete or unknown
-│   └── EndpointError             model     an embedding server did not answer, or not as asked
+│   ├── EndpointError             model     an embedding server did not answer, or not as asked
+│   ├── WeightsUnavailable        model     MiniLM's weights are not here and could not be
+│   │                                        fetched (offline, HF_HUB_OFFLINE, a refusal)
+│   └── WeightsCorrupt            model     a file fetched or imported is not the pinned one
 └── IndexError_                   index     the index is missing, or built with another embedder
     └── IndexInconsistent         index     manifest and store disagree: rebuild
 """
@@ -18,6 +21,8 @@ __all__ = [
     "IndexError_",
     "IndexInconsistent",
     "RagcoreError",
+    "WeightsCorrupt",
+    "WeightsUnavailable",
 ]
 
 
@@ -58,6 +63,17 @@ class EndpointError(EmbedderError):
         self.kind = kind
         self.url = url
         self.transient = kind == "unreachable"
+
+
+class WeightsUnavailable(EmbedderError):
+    """MiniLM's weights are not on this machine and could not be fetched: the hub unreachable
+    (or `HF_HUB_OFFLINE` set), a refusal, a download that kept breaking off, a folder or
+    archive without them. The message says which."""
+
+
+class WeightsCorrupt(EmbedderError):
+    """A file fetched for MiniLM is not the file of the pinned revision (its sha256 differs):
+    deleted, never used."""
 
 
 class IndexError_(RagcoreError):  # noqa: N801 - keep clear of the builtin IndexError

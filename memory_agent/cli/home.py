@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from memory_agent import config as config_mod
@@ -24,7 +25,16 @@ def cmd_init(args: argparse.Namespace) -> int:
     # A new home records the model it starts with, so installing the bge-m3 extra later does
     # not switch an existing index's model under it.
     pin = args.embedder or (None if (cfg.home_dir / "kb").exists() else cfg.embedder)
+    weights = None
+    if (args.embedder or cfg.embedder) == "minilm" and not cfg.model_path:
+        # MiniLM's weights before anything is created: found, or fetched now with a progress
+        # bar on stderr; offline, one error whose fix brings them from elsewhere
+        from memory_agent.serve.model import fetch_minilm
+        from ragcore import StreamProgress
+
+        weights = fetch_minilm(cfg, StreamProgress(sys.stderr))
     reply = Memory(cfg).init(demo=args.demo, embedder=pin, sync=False, settings=endpoint)
+    reply["weights"] = weights
     if model_id:
         reply["model_id"] = model_id
     client = DaemonClient(cfg.home_dir)
@@ -59,6 +69,8 @@ def cmd_init(args: argparse.Namespace) -> int:
             print(f"added {r['demo_entries_added']} demo entries in commit {r['commit'][:12]}")
         if r.get("model_id"):
             print(f"the endpoint answered: model id {r['model_id']}")
+        if (r.get("weights") or {}).get("downloaded"):
+            print(f"downloaded MiniLM's weights into {r['weights']['folder']}")
         if r.get("index"):  # None with --no-index
             i = r["index"]
             print(

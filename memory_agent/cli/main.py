@@ -8,7 +8,7 @@ import json
 import sys
 
 from memory_agent import __version__
-from memory_agent.cli import entries, evaluate, home, imports, sync
+from memory_agent.cli import entries, evaluate, home, imports, model, sync
 from memory_agent.cli.endpoint import add_endpoint_flags
 
 EMBEDDERS = ("minilm", "bge-m3", "openai")
@@ -211,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
 
     sync.add_commands(command)
+
+    model.add_command(command)  # `memory-agent model`: its arguments beside its shell
 
     p = command(
         "project",

@@ -40,6 +40,7 @@ from ragcore.errors import (
     WeightsUnavailable,
 )
 from ragcore.evaluate import EvalReport, evaluate, metrics, metrics_by
+from ragcore.front_matter import FrontMatterRefused, load_yaml, parse_front_matter
 from ragcore.fusion import FusionConfig
 from ragcore.index import BuildReport, Index, RefreshReport, live_generation
 from ragcore.minilm_weights import MiniLMWeights, StreamProgress
@@ -63,6 +64,7 @@ __all__ = [
     "EndpointError",
     "EvalReport",
     "Filter",
+    "FrontMatterRefused",
     "FusionConfig",
     "Hit",
     "Index",
@@ -83,10 +85,12 @@ __all__ = [
     "evaluate",
     "extract_entities",
     "load_markdown",
+    "load_yaml",
     "make_embedder",
     "metrics",
     "metrics_by",
     "normalize_text",
+    "parse_front_matter",
     "scan_markdown",
     "search",
     "snippets_of",

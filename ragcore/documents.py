@@ -233,8 +233,9 @@ def load_markdown(
 ) -> Document:
     """Read one Markdown file. Raises `DocumentError` for files that are too large, binary,
     not UTF-8, or whose frontmatter is not valid YAML."""
-    import frontmatter
     import yaml
+
+    from ragcore.front_matter import parse_front_matter
 
     path = Path(path)
     try:
@@ -253,13 +254,12 @@ def load_markdown(
             f"{path}: not UTF-8 (byte {exc.start}); convert it with iconv -t UTF-8"
         ) from exc
     try:
-        post = frontmatter.loads(text)
+        meta, content = parse_front_matter(text)  # (bounded: no alias bomb)
     except (yaml.YAMLError, ValueError) as exc:
         raise DocumentError(
             f"{path}: broken frontmatter ({exc}); fix the YAML between the --- lines"
         ) from exc
-    meta = dict(post.metadata)
-    body = normalize_text(post.content)
+    body = normalize_text(content)
     title = meta.pop("title", None) or _first_heading(body) or path.stem
     return Document(
         id=doc_id,

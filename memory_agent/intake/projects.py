@@ -13,6 +13,11 @@ that absolute path without `.git`. A repository without a remote is identified b
 path (the main worktree's, so its worktrees share it): such an identity is local to this
 machine (`Project.local`). Outside a repository there is no project (None: global).
 
+The URL is the one git fetches from: `url.<base>.insteadOf` aliases applied (`gh:acme/alpha`
+with `[url "git@github.com:"] insteadOf = gh:` is github.com/acme/alpha, the same project as
+a clone made from the full URL), by `git ls-remote --get-url` when git's configuration has an
+alias at all (one more process then; none otherwise - experiments/project-identity).
+
 Asked of git (`rev-parse`, `config`), so worktrees, `GIT_DIR` files and `includeIf` configs
 are read as git reads them. Standard library only: the hook calls it.
 """
@@ -34,7 +39,7 @@ _SCHEME = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?P<rest>.*)$", re.IGNOR
 class Project:
     """A project: `identity` ("github.com/acme/alpha", or an absolute path local to this
     machine), `root` (the repository's, the main worktree's when it has worktrees), `remote`
-    (the URL the identity came from, as configured; None without one), `local` (identified by
+    (the URL the identity came from, aliases resolved; None without one), `local` (identified by
     a path: the same project elsewhere has another identity). A plain class: the hook imports
     this module, and `dataclasses` costs it milliseconds."""
 
@@ -123,16 +128,27 @@ def identify(directory: str | Path) -> Project | None:
     top = lines[1] if len(lines) > 1 else ""
     # The main worktree's root: the folder holding the common .git (a bare repository: itself)
     root = str(Path(common).parent) if Path(common).name == ".git" else (top or common)
-    remotes = _git(directory, "config", "--get-regexp", r"^remote\..*\.url$") or ""
+    # The remotes' URLs and any `url.<base>.insteadOf` alias, in one process: a URL is
+    # resolved as git resolves it (`gh:acme/alpha` -> git@github.com:acme/alpha) only when an
+    # alias is configured - one more process then, none otherwise (the hook asks every prompt).
+    found = _git(directory, "config", "--get-regexp", r"^(remote\..*\.url|url\..*\.insteadof)$")
     urls: dict[str, str] = {}
-    for line in remotes.splitlines():
+    aliased = False
+    for line in (found or "").splitlines():
         key, _, url = line.partition(" ")
+        if key.startswith("url.") and key.endswith(".insteadof"):
+            aliased = True
+            continue
         name = key[len("remote.") : -len(".url")]
         if url and name not in urls:
             urls[name] = url
-    remote = urls.get("origin") or next(iter(urls.values()), None)
-    if remote is None:
+    name = "origin" if urls.get("origin") else next(iter(urls), None)
+    if name is None:
         return Project(root, root, None, True)
+    remote = urls[name]
+    if aliased:
+        resolved = (_git(directory, "ls-remote", "--get-url", name) or "").strip()
+        remote = resolved or remote
     identity, local = normalize_remote(remote, root)
     return Project(identity, root, remote, local)
 

@@ -34,7 +34,7 @@ from memory_agent.clock import parse_time
 from memory_agent.errors import Invalid
 from memory_agent.kb.scopes import check_scope
 from memory_agent.limits import MAX_BODY, MAX_TITLE, not_one_line
-from ragcore import Document, normalize_text
+from ragcore import Document, FrontMatterRefused, normalize_text, parse_front_matter
 
 __all__ = [
     "ENTRY_TYPES",
@@ -363,10 +363,12 @@ def render_entry(entry: Entry) -> str:
 
 def parse_entry(text: str, source: str = "<text>") -> Entry:
     """Parse and validate entry text. Raises ValidationError naming every problem."""
-    import frontmatter
-
     try:
-        post = frontmatter.loads(text)
+        metadata, content = parse_front_matter(text)  # (bounded: no alias bomb)
+    except FrontMatterRefused as exc:
+        raise ValidationError(
+            [f"frontmatter: not read in {source}: {exc}; fix the block between the --- lines"]
+        ) from exc
     except (yaml.YAMLError, ValueError) as exc:
         raise ValidationError(
             [
@@ -374,8 +376,8 @@ def parse_entry(text: str, source: str = "<text>") -> Entry:
                 "fix the block between the --- lines"
             ]
         ) from exc
-    meta = {k: _yaml_value(v) for k, v in post.metadata.items()}
-    body = normalize_text(post.content)
+    meta = {k: _yaml_value(v) for k, v in metadata.items()}
+    body = normalize_text(content)
     problems = validate(meta, body)
     if problems:
         raise ValidationError(problems)

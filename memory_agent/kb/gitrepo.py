@@ -82,9 +82,21 @@ class KBRepo:
         repo.record_branch()
         return repo, True
 
-    def git(self, *args: str, check: bool = True) -> str:
+    def git(
+        self,
+        *args: str,
+        check: bool = True,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> str:
         return run(
-            self.path, *args, check=check, lock_wait=self.lock_wait, proc_root=self.proc_root
+            self.path,
+            *args,
+            check=check,
+            lock_wait=self.lock_wait,
+            proc_root=self.proc_root,
+            env=env,
+            timeout=timeout,
         )
 
     def succeeds(self, *args: str) -> bool:
@@ -184,7 +196,7 @@ class KBRepo:
         if proc.returncode == 0:
             return
         names = re.findall(r"'([^']+)'", proc.stderr.split("fatal:")[0])
-        if not names:
+        if not names or "invalid path '" in proc.stderr:  # (a path git refuses: not an edit)
             self.git("reset", "-q", "--keep", commit)  # raises the GitError with its fix
         kb = self.path
         raise Conflict(
@@ -328,6 +340,11 @@ class KBRepo:
     def show(self, commit: str, name: str) -> str | None:
         """The text of `name` at `commit` (None: not there)."""
         return self.output("show", f"{commit}:{name}")
+
+    def show_bytes(self, commit: str, name: str) -> bytes | None:
+        """The bytes of `name` at `commit`, whatever they hold (None: not there)."""
+        proc = self._proc("show", f"{commit}:{name}", text=False)
+        return proc.stdout if proc.returncode == 0 else None
 
     def blobs(self, wanted: list[tuple[str, str]], timeout: float = 120.0) -> list[str | None]:
         """The text of each (commit, path), read by one `git cat-file --batch` (None: not a

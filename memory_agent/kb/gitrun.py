@@ -9,6 +9,13 @@ retried for up to LOCK_WAIT_S, then fails naming the git process that holds the 
 stale lock and the `rm` that removes it (or, where the process table cannot be read - no
 /proc, another user's git - says it cannot tell, and never calls the lock stale).
 
+memory-agent never signs (docs/adr/0021-memory-agent-never-signs.md): every command runs with
+`commit.gpgSign=false` and `log.showSignature=false` (`OWN_CONFIG`), whatever the person's
+git configuration says - a daemon cannot answer gpg's passphrase prompt or a key's touch, and
+a `git log` that shows signatures mixes gpg's lines into the output memory-agent reads. Every
+command has a time limit (GIT_TIMEOUT_S): a git that waits for something (a program its
+configuration runs) fails naming the command, it does not wedge the write path or a round.
+
 Which commands the knowledge base's repository runs, and why: `memory_agent.kb.gitrepo`.
 """
 
@@ -24,7 +31,9 @@ from pathlib import Path
 from memory_agent.errors import GitError
 
 __all__ = [
+    "GIT_TIMEOUT_S",
     "LOCK_WAIT_S",
+    "OWN_CONFIG",
     "PROC_ROOT",
     "STALE_AFTER_S",
     "fix_for",
@@ -33,6 +42,12 @@ __all__ = [
     "run",
 ]
 
+# What memory-agent's git commands run with, whatever the person's configuration says: no
+# signature asked of gpg (a commit made by plumbing, `commit-tree`, is unsigned anyway; `git
+# commit`, `git init`'s first commit and a replay's commit would be signed), and none shown in a
+# log memory-agent reads (`log.showSignature` puts gpg's lines before `--format`'s output).
+OWN_CONFIG = ("-c", "commit.gpgSign=false", "-c", "log.showSignature=false")
+GIT_TIMEOUT_S = 300.0  # one local git command (a checkout of a large KB takes seconds)
 AUTHOR_NAME = "memory-agent"
 AUTHOR_EMAIL = "memory-agent@localhost"
 
@@ -250,11 +265,11 @@ def machine_name() -> str:
     return os.environ.get("MEMORY_AGENT_MACHINE") or socket.gethostname() or "unknown"
 
 
-def _env(repo: Path | None = None) -> dict[str, str]:
+def _env(repo: Path | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
     # Commits carry the person's identity (or memory-agent's); nothing asks for input. An
-    # author set in the environment (a replayed commit's) is kept.
+    # author set in the environment or in `extra` (a replayed commit's) is kept.
     name, email = identity(repo) if repo is not None else (AUTHOR_NAME, AUTHOR_EMAIL)
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C", **(extra or {}))
     env.setdefault("GIT_AUTHOR_NAME", name)
     env.setdefault("GIT_AUTHOR_EMAIL", email)
     env.setdefault("GIT_COMMITTER_NAME", name)
@@ -268,22 +283,35 @@ def process(
     text: bool = True,
     lock_wait: float | None = None,
     proc_root: str | Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
 ) -> subprocess.CompletedProcess:
     """Run `git args` in `repo` under the lock rule: a command that found a lock taken is run
     again until LOCK_WAIT_S has passed; past it, or at once when the lock is stale, the lock
-    error (`GitError`, naming the holder or the command that removes a stale lock)."""
+    error (`GitError`, naming the holder or the command that removes a stale lock). `env`:
+    variables set for this command (a replayed commit's author); `timeout`: its time limit
+    (GIT_TIMEOUT_S when None), past which it is killed and `GitError` names it."""
     bound = LOCK_WAIT_S if lock_wait is None else lock_wait
+    limit = GIT_TIMEOUT_S if timeout is None else timeout
     started = time.monotonic()
     delay = 0.01
     while True:
         try:
             proc = subprocess.run(
-                ["git", "-C", str(repo), *args],
+                ["git", "-C", str(repo), *OWN_CONFIG, *args],
                 capture_output=True,
                 text=text,
-                env=_env(repo),
+                env=_env(repo, env),
                 stdin=subprocess.DEVNULL,
+                timeout=limit,
             )
+        except subprocess.TimeoutExpired as exc:
+            raise GitError(
+                f"`git {args[0]}` in {repo} did not finish in {limit:.0f} s and was stopped",
+                f"something git runs may be waiting (a hook, a filter or a helper its "
+                f"configuration names); run `git -C {repo} {' '.join(args[:3])}` by hand to "
+                "see what it waits for, then retry",
+            ) from exc
         except OSError as exc:
             raise GitError(f"could not run git ({exc.strerror})", "install git") from exc
         if proc.returncode == 0:
@@ -308,10 +336,12 @@ def run(
     check: bool = True,
     lock_wait: float | None = None,
     proc_root: str | Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
 ) -> str:
     """The stdout of `git args` in `repo`; a failure raises `GitError` unless check=False (a
     lock that stays taken raises in any case)."""
-    proc = process(repo, *args, lock_wait=lock_wait, proc_root=proc_root)
+    proc = process(repo, *args, lock_wait=lock_wait, proc_root=proc_root, env=env, timeout=timeout)
     if proc.returncode != 0 and check:
         stderr = " ".join(proc.stderr.split())[:500]
         if _disk_full(stderr):

@@ -23,6 +23,7 @@ import yaml
 
 from memory_agent.errors import Invalid
 from memory_agent.intake.projects import GLOBAL, short_name
+from ragcore import load_yaml
 
 __all__ = ["MAP_FILE", "ScopeMap", "check_scope", "project_named", "resolve", "search_scopes"]
 
@@ -30,6 +31,9 @@ MAP_FILE = "projects.yaml"
 HEADER = "# memory-agent: the projects entries are scoped to (`scope: <name>` -> identity)\n"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,58}[a-z0-9]$|^[a-z0-9]$")
 KEYWORDS = ("project", "all")  # what `scope` on a search means besides a name
+# The map is read by the bounded YAML reader (`ragcore.load_yaml`: no alias, no bomb), with
+# room for thousands of projects.
+MAP_BOUNDS = {"max_bytes": 1_000_000, "max_nodes": 200_000, "max_seconds": 20.0}
 
 
 def check_scope(value: object) -> str | None:
@@ -80,8 +84,8 @@ class ScopeMap:
         except (OSError, UnicodeDecodeError) as exc:
             raise Invalid(f"{path} cannot be read ({exc})", f"fix or restore {path}") from exc
         try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
+            data = load_yaml(text, **MAP_BOUNDS) or {}
+        except (yaml.YAMLError, ValueError) as exc:  # (ValueError: over a bound, an alias)
             raise Invalid(
                 f"{path} is not valid YAML ({exc})",
                 f"fix it by hand (one `name: identity` a line) or `git -C {kb_dir} checkout -- "

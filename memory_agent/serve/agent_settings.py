@@ -10,8 +10,10 @@ does to each file it plans for (`memory_agent.serve.connect`).
 - `Change`: one file's old and new text, its action and its unified diff (the preview).
 - `write_change`: the file copied to `<file>.memory-agent-<time>.bak`, then replaced atomically
   (temp file and rename, its mode kept; a symlink's target is written). With `recheck`, the
-  file is read again just before the rename; if someone (Claude Code) changed it meanwhile,
-  `Moved` is raised so the caller merges again.
+  file is read before the backup and again just before the rename; if someone (Claude Code,
+  another `connect`) changed it meanwhile, `Moved` is raised so the caller merges again, no
+  backup made. A file that cannot be replaced (immutable, a read-only mount or folder) is a
+  `ConfigError` naming it and the fix; the temp file and the backup are removed.
 """
 
 from __future__ import annotations
@@ -216,11 +218,35 @@ def json_change(path: Path, what: str, edit) -> Change:
 # -- writing -------------------------------------------------------------------------------------
 def write_change(change: Change, stamp: str, recheck: bool) -> str | None:
     """Back the file up, then replace it atomically; its backup's path. With `recheck`, the
-    file is read again just before the rename: if someone (Claude Code) changed it meanwhile,
-    raise so the caller merges again."""
+    file is read before the backup and again just before the rename: if someone (Claude Code,
+    another `connect`) changed it meanwhile, `Moved` is raised so the caller merges again -
+    with no backup made. A file that cannot be replaced (immutable, a read-only mount, a
+    folder not writable) is a `ConfigError` naming it and the fix; either way nothing of ours
+    (temp file, backup) is left beside it."""
     path = change.path
     if path.is_symlink():  # a dotfile manager's link (stow, home-manager): write its target
         path = path.resolve()
+    made: list[Path] = []  # our files beside it, removed if the change does not happen
+    try:
+        return _replace(path, change, stamp, recheck, made)
+    except Moved:
+        _remove(made)
+        raise
+    except OSError as exc:
+        _remove(made)
+        raise ConfigError(
+            f"cannot {'write' if change.old is None else 'replace'} {path}: "
+            f"{exc.strerror or exc}; it was not changed",
+            f"make {path} writable - it may be immutable (`lsattr {path}`, then `chattr -i`), "
+            f"on a read-only mount, or in a folder you cannot write - then run `memory-agent "
+            "connect` again; or make the change by hand (without --confirm, `memory-agent "
+            "connect` prints it)",
+        ) from exc
+
+
+def _replace(path: Path, change: Change, stamp: str, recheck: bool, made: list[Path]) -> str | None:
+    if recheck and _current(path) != change.old:
+        raise Moved(path)  # (before any backup: a run that changes nothing leaves none)
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
     if change.old is not None:
@@ -228,12 +254,14 @@ def write_change(change: Change, stamp: str, recheck: bool) -> str | None:
         n = 1
         while backup.exists():  # two runs in one second: keep both backups
             backup, n = path.with_name(f"{path.name}.memory-agent-{stamp}-{n}.bak"), n + 1
+        made.append(backup)
         shutil.copy2(path, backup)
     if change.new is None:
         path.unlink()
         return str(backup) if backup else None
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
     tmp = path.with_name(f".{path.name}.memory-agent-{os.getpid()}.tmp")
+    made.append(tmp)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         os.write(fd, change.new.encode("utf-8"))
@@ -241,12 +269,27 @@ def write_change(change: Change, stamp: str, recheck: bool) -> str | None:
     finally:
         os.close(fd)
     os.chmod(tmp, mode)
-    now = path.read_text(encoding="utf-8") if path.exists() else None
-    if recheck and now != change.old:
-        tmp.unlink()
+    if recheck and _current(path) != change.old:
         raise Moved(path)
     os.replace(tmp, path)
     return str(backup) if backup else None
+
+
+def _current(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        return ""  # (not what was planned on: merge again, and be refused by the read)
+
+
+def _remove(paths: list[Path]) -> None:
+    for p in paths:
+        try:
+            p.unlink()
+        except OSError:
+            pass
 
 
 class Moved(Exception):

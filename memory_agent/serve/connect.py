@@ -15,7 +15,8 @@ file is first copied to `<file>.memory-agent-<time>.bak`, then replaced atomical
 and rename, its mode kept). Running it twice changes nothing; `remove` takes out exactly what
 it puts in (our hook commands, our permission rules, the `memory` server when it is ours),
 keeping every other setting and, for a file written as JSON with a regular indent, its bytes.
-A malformed file is refused with its path and the fix, and nothing is changed.
+A malformed file is refused with its path and the fix, and nothing is changed; so is a file
+that cannot be replaced (immutable, a read-only mount), with nothing of ours left beside it.
 
 This module plans which files each agent needs and what of ours goes in each; how one file is
 changed so that only ours changes (the merge, the diff, the backed-up atomic write) is
@@ -294,7 +295,14 @@ def connect(
             if confirm:
                 for change in changes:
                     if change.action != "unchanged":
-                        backup = write_change(change, stamp, recheck=True)
+                        try:
+                            backup = write_change(change, stamp, recheck=True)
+                        except ConfigError as exc:
+                            if written:  # the files before it were changed: say which
+                                exc.message += "; already changed: " + ", ".join(
+                                    f"{path} (backup {backup})" for path, backup in written
+                                )
+                            raise
                         written.append((change.path, backup))
             break
         except Moved:

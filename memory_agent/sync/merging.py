@@ -12,7 +12,10 @@
 - hand edits of one entry's text on both sides: upstream's text stays in place and this side's
   is kept as a variant, `kb/variants/<id>.<machine>.md`, which the index does not serve
   (`status` lists it);
-- the project map (`projects.yaml`): both sides' names kept.
+- the project map (`projects.yaml`): both sides' names kept;
+- a file that is not UTF-8 text on any side (a PNG, a note saved as UTF-16): carried as bytes,
+  never decoded - taken as is when only this side changed it, else upstream's stays and this
+  side's is kept as a variant (`kb/variants/<name>.<machine><suffix>`).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from memory_agent.kb.entries import (
     render_entry,
 )
 from memory_agent.kb.files import name_taken
-from memory_agent.kb.scopes import HEADER, MAP_FILE
+from memory_agent.kb.scopes import HEADER, MAP_BOUNDS, MAP_FILE
+from ragcore import load_yaml
 
 __all__ = ["VARIANTS", "Merge"]
 
@@ -53,6 +57,16 @@ def _content(e: Entry) -> tuple:
         e.extra.get("source"),
         e.extra.get("episodes"),
     )
+
+
+def _utf8(data: bytes | None) -> str | None:
+    """`data` as text when it is UTF-8 (None when it is not, or absent)."""
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _as_list(value: Any) -> list[str]:
@@ -91,12 +105,39 @@ class Merge:
         return sorted(zip(listed[0::2], listed[1::2], strict=True), key=rank)
 
     # -- one file of one replayed commit ------------------------------------------------------
+    def apply_bytes(self, name: str, before: bytes | None, after: bytes | None) -> list[str]:
+        """`apply` for a file as git holds it: UTF-8 text on every side (this side's before
+        and after, upstream's now) is merged by meaning; anything else is carried as bytes."""
+        path = self._unlinked(self._renamed(name, None))
+        theirs = path.read_bytes() if path.is_file() else None
+        sides = (before, after, theirs)
+        texts = [_utf8(data) for data in sides]
+        if all(t is not None or d is None for t, d in zip(texts, sides, strict=True)):
+            return self.apply(name, texts[0], texts[1])
+        return self._apply_raw(self._renamed(name, None), before, after, theirs)
+
+    def _apply_raw(
+        self, name: str, before: bytes | None, after: bytes | None, theirs: bytes | None
+    ) -> list[str]:
+        """This side's change of a file that is not text, applied byte for byte."""
+        if after == theirs:
+            return []
+        if after is None:  # deleted on this side: only if upstream still has what it deleted
+            if theirs == before and theirs is not None:
+                self._unlinked(name).unlink()
+                return [name]
+            return []
+        if theirs is None or theirs == before:
+            self._write(name, after)
+            return [name]
+        return self._variant(name, after, "both sides changed it")
+
     def apply(self, name: str, before: str | None, after: str | None) -> list[str]:
         """Apply this side's change of `name` (`before` -> `after`; None: absent) to the tree;
         the paths (relative to the tree) it wrote."""
         name, before, after = self._renamed(name, before), self._relink(before), self._relink(after)
         path = self._unlinked(name)
-        theirs = path.read_text(encoding="utf-8") if path.is_file() else None
+        theirs = _utf8(path.read_bytes()) if path.is_file() else None  # (bytes kept: \r\n)
         if after == theirs:
             return []
         if after is None:  # deleted on this side: only if upstream still has what it deleted
@@ -170,10 +211,10 @@ class Merge:
                 )
         return at
 
-    def _write(self, name: str, text: str) -> None:
+    def _write(self, name: str, data: str | bytes) -> None:
         path = self._unlinked(name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
 
     def _renamed(self, name: str, text: str | None) -> str:
         if not self._is_entry(name):
@@ -201,27 +242,33 @@ class Merge:
         self.notes.append({"id": old, "replayed_as": new_id})
         return [new_name]
 
-    def _variant(self, name: str, text: str, why: str) -> list[str]:
-        stem = Path(name).name.removesuffix(".md")
-        variant = f"{VARIANTS}/{stem}.{self.machine}.md"
+    def _variant(self, name: str, text: str | bytes, why: str) -> list[str]:
+        stem, suffix = Path(name).stem, Path(name).suffix  # (`x.md`: x, .md)
+        variant = f"{VARIANTS}/{stem}.{self.machine}{suffix}"
         n = 2
         while (self.tree / variant).exists():
-            variant = f"{VARIANTS}/{stem}.{self.machine}-{n}.md"
+            variant = f"{VARIANTS}/{stem}.{self.machine}-{n}{suffix}"
             n += 1
         self._write(variant, text)
         self.variants.append({"path": name, "variant": variant, "why": why})
         return [variant]
 
     def _merge_map(self, theirs: str, ours: str) -> list[str]:
-        def names(text: str) -> dict[str, str]:
+        def names(text: str) -> dict[str, str] | None:
             try:
-                data = yaml.safe_load(text) or {}
-            except yaml.YAMLError:
-                return {}
-            return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+                data = load_yaml(text, **MAP_BOUNDS) or {}
+            except (yaml.YAMLError, ValueError):  # (ValueError: over a bound, an alias)
+                return None
+            if not isinstance(data, dict) or not all(
+                isinstance(v, (str, int, float)) for v in data.values()
+            ):
+                return None
+            return {str(k): str(v) for k, v in data.items()}
 
-        merged = names(theirs)
-        for name, identity in names(ours).items():
+        merged, mine = names(theirs), names(ours)
+        if merged is None or mine is None:  # not a map of names: both kept, a person decides
+            return self._variant(MAP_FILE, ours, "both sides changed it; one side is not valid")
+        for name, identity in mine.items():
             if merged.get(name, identity) == identity:
                 merged[name] = identity
             else:  # one name, two projects: upstream keeps it, this side's is kept aside

@@ -37,13 +37,13 @@ from typing import Any
 
 from memory_agent.errors import Conflict, GitError, Invalid, MemoryAgentError, NotReady
 from memory_agent.faults import NONE, Faults
-from memory_agent.kb.entries import ValidationError, parse_entry
+from memory_agent.kb.entries import parse_entry
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.sync.merging import VARIANTS
 from memory_agent.sync.publish import check_quiet, check_secrets
-from memory_agent.sync.replay import replay
+from memory_agent.sync.replay import clean_stale, replay
 from memory_agent.sync.transport import FETCH_TIMEOUT_S, REMOTE, fetch, push, shown
-from memory_agent.sync.upstream import check_missing_branch, set_remote
+from memory_agent.sync.upstream import check_missing_branch, refused_commit, set_remote
 
 __all__ = ["Syncer", "UpstreamRewritten"]
 
@@ -170,7 +170,7 @@ class Syncer:
         for name in filter(None, found.split("\0")):
             try:
                 entry = parse_entry((self.kb_dir / name).read_text(encoding="utf-8"), name)
-            except (OSError, ValidationError):
+            except (OSError, ValueError):  # (not UTF-8, not an entry)
                 continue
             successors = entry.extra.get("superseded_by")
             if isinstance(successors, list) and len(successors) > 1:
@@ -178,8 +178,8 @@ class Syncer:
         variants = (
             [
                 {"variant": f"{VARIANTS}/{p.name}", "path": p.name.split(".")[0]}
-                for p in sorted(folder.glob("*.md"))
-                if p.is_file()
+                for p in sorted(folder.iterdir())
+                if p.is_file()  # (an entry's `<id>.<machine>.md`, any file's `<stem>.<m><suffix>`)
             ]
             if folder.is_dir()
             else []
@@ -215,6 +215,7 @@ class Syncer:
         record = self.record()
         if record.get("stopped"):
             raise UpstreamRewritten(record["stopped"], record.get("stopped_fix", ""))
+        clean_stale(self.repo)  # a replay's worktree a killed process left (a copy of the KB)
         try:
             report = self._round()
         except MemoryAgentError as exc:
@@ -341,6 +342,12 @@ class Syncer:
             except Conflict:  # an uncommitted edit in the way: nothing moved, no rescue needed
                 self.repo.git("update-ref", "-d", rescue)
                 raise
+            except GitError as exc:  # a path git refuses to write (upstream's, from a tool)?
+                refused = refused_commit(self.kb_dir, local, head, exc.message)
+                if refused is None:
+                    raise
+                self.repo.git("update-ref", "-d", rescue)
+                raise refused from None
             report.setdefault("moves", []).append(why)
             self.refresh([self.kb_dir / name for name in changed])  # exactly those files
         return head

@@ -21,6 +21,7 @@ from pathlib import Path
 from memory_agent.errors import MemoryAgentError
 from memory_agent.intake.redact import redact
 from memory_agent.kb.gitrepo import KBRepo
+from memory_agent.kb.gitrun import OWN_CONFIG
 
 __all__ = [
     "FETCH_TIMEOUT_S",
@@ -175,6 +176,9 @@ def push(kb_dir: Path, branch: str, head: str, url: str | None) -> bool:
             "git",
             "-C",
             str(kb_dir),
+            *OWN_CONFIG,
+            "-c",
+            "push.gpgSign=false",  # (memory-agent never signs: docs/adr/0021)
             "push",
             "--quiet",
             "--porcelain",

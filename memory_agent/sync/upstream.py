@@ -7,11 +7,15 @@ or when someone renamed or deleted the shared branch on the remote. The round th
 naming the remote's branches and how to follow one. An empty remote is compared with nothing
 (not with what the remote-tracking branch last held: a remote moved to or wiped gets every
 commit pushed), and `remote set` to another URL forgets what the KB knew of the old remote.
+A commit upstream brought that git refuses to check out (a path with `..`, made by a tool
+other than git) is named, with who can repair it (`refused_commit`).
 docs/adr/0016-sync-through-a-git-remote.md.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -19,7 +23,9 @@ from memory_agent.errors import Conflict, GitError
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.sync.transport import network_env
 
-__all__ = ["check_missing_branch", "set_remote"]
+__all__ = ["check_missing_branch", "refused_commit", "set_remote"]
+
+_INVALID_PATH = re.compile(r"invalid path '([^']+)'")
 
 
 def check_missing_branch(
@@ -83,3 +89,43 @@ def set_remote(
     if old is not None and old != url:
         repo.git("update-ref", "-d", f"refs/remotes/{remote}/{branch}", check=False)
         repo.git("update-ref", "-d", synced, check=False)
+
+
+def refused_commit(kb_dir: Path, since: str | None, head: str, said: str) -> Conflict | None:
+    """When git refused to check out `head` for a path it will not write (`said`: its
+    stderr, "invalid path '../x.md'"), the error naming the commit since `since` that brought
+    the path and who can repair it; None when git said something else."""
+    found = _INVALID_PATH.search(said)
+    if found is None:
+        return None
+    path = found.group(1)
+    span = [head, "--not", since] if since else [head]
+    listed = KBRepo(kb_dir).git(
+        "log",
+        "-z",
+        "--reverse",
+        "--no-renames",
+        "--diff-filter=AMT",
+        "--name-only",
+        "--format=commit %H %s",
+        *span,
+        check=False,
+    )
+    commit, subject = head, ""
+    current = None
+    for token in listed.split("\0"):
+        token = token.lstrip("\n")
+        if token.startswith("commit ") and len(token.split(" ", 2)[1]) in (40, 64):
+            current = token.split(" ", 2)
+        elif token == path and current is not None:
+            commit, subject = current[1], current[2] if len(current) > 2 else ""
+            break
+    return Conflict(
+        f"sync: upstream's commit {commit[:12]} ({json.dumps(subject[:80])}) holds a path "
+        f"git refuses to write, {path!r} - a tool other than git made it; nothing was pulled "
+        "or pushed and every local commit is kept",
+        f"the shared repository must be repaired where that commit was made: a new commit "
+        f"without {path!r} (by the tool that wrote it), or the branch rewritten without "
+        f"{commit[:12]} (then README 'Two machines and a team', 'A rewritten upstream'); "
+        "then `memory-agent sync`",
+    )

@@ -62,6 +62,7 @@ from memory_agent.errors import Invalid
 from memory_agent.intake.projects import identify
 from memory_agent.intake.redact import redact
 from memory_agent.kb.entries import ENTRY_TYPES, TAG_RE
+from ragcore import FrontMatterRefused, load_yaml
 
 __all__ = [
     "MAX_SECTIONS",
@@ -154,7 +155,12 @@ def read_sources(paths: list[str]) -> tuple[list[Section], list[dict[str, str]]]
                 skipped.append({"file": str(file), "reason": exc.strerror or str(exc)})
                 continue
             place = _place(file, places)
-            for item in split_document(text, _stem(file), place):
+            try:
+                parts = split_document(text, _stem(file), place)
+            except FrontMatterRefused as exc:  # (an alias bomb: never expanded)
+                skipped.append({"file": str(file), "reason": f"front matter not read: {exc}"})
+                continue
+            for item in parts:
                 if isinstance(item, Section):
                     sections.append(item)
                 else:
@@ -230,7 +236,9 @@ def _place(file: Path, known: dict[str, tuple[str | None, str | None]]) -> str:
 # -- one document to sections ---------------------------------------------------------------
 def split_document(text: str, name: str, place: str) -> list[Section | dict[str, str]]:
     """The sections of one document (`name`: its file name without `.md`; `place`: how its
-    origin names it), and a `{heading, reason}` for each section left out."""
+    origin names it), and a `{heading, reason}` for each section left out.
+    `FrontMatterRefused` when its front matter is an alias bomb or over a bound
+    (`ragcore.load_yaml`)."""
     meta, body = _frontmatter(text)
     tags = _tags(meta.get("tags"))
     declared = meta.get("type")
@@ -264,7 +272,9 @@ def split_document(text: str, name: str, place: str) -> list[Section | dict[str,
 
 
 def _frontmatter(text: str) -> tuple[dict[str, Any], str]:
-    """(frontmatter, body); a file whose frontmatter is not YAML keeps it in its body."""
+    """(frontmatter, body); a file whose frontmatter is not YAML keeps it in its body. Read
+    within bounds (`ragcore.load_yaml`): `FrontMatterRefused` for an alias or a block over a
+    bound."""
     if not text.startswith("---"):
         return {}, text
     lines = text.splitlines(keepends=True)
@@ -273,7 +283,7 @@ def _frontmatter(text: str) -> tuple[dict[str, Any], str]:
     for i in range(1, len(lines)):
         if lines[i].strip() in ("---", "..."):
             try:
-                meta = yaml.safe_load("".join(lines[1:i])) or {}
+                meta = load_yaml("".join(lines[1:i]), first_line=2) or {}
             except yaml.YAMLError:
                 return {}, text
             if not isinstance(meta, dict):

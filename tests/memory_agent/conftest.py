@@ -18,6 +18,7 @@ from ragcore import MiniLMEmbedder
 from tests.memory_agent.demo_daemon import _cleanup
 from tests.memory_agent.helpers import make_memory
 from tests.memory_agent.mcp_helpers import ROOT, daemon_pids
+from tests.memory_agent.person_git import PersonGit
 from tests.memory_agent.two_homes import Home
 
 
@@ -136,3 +137,17 @@ def minilm_endpoint(minilm_server):
     server.key, server.fail_next, server.delay, server.requests = None, [], 0.0, []
     yield server
     server.key = None
+
+
+# git as a person has it (signing on, signatures in every log, insteadOf aliases, an ssh command
+# of their own): written once a session; the sync and kb tests run under it (their conftest).
+@pytest.fixture(scope="session")
+def person_git_config(tmp_path_factory):
+    person = PersonGit.make(tmp_path_factory.mktemp("person-git"))
+    yield person
+    person.stop()
+
+
+@pytest.fixture
+def person_git(person_git_config, monkeypatch) -> PersonGit:
+    return person_git_config.use(monkeypatch)

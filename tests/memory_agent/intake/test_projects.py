@@ -56,3 +56,39 @@ def test_clones_and_worktrees_share_a_project_and_a_repo_without_remote_is_its_r
     outside.mkdir()
     assert identify(outside) is None
     assert identify(tmp_path / "gone") is None
+
+
+# -- url.<base>.insteadOf (issue 33, item 4) -----------------------------------------------------
+# Before: a clone made as `gh:acme/alpha` was the project `gh/acme/alpha`, another than the one of
+# a clone of `git@github.com:acme/alpha`, so neither saw the other's entries.
+def test_a_remote_written_with_an_insteadof_alias_is_the_project_it_stands_for(
+    tmp_path, person_git
+):
+    full = _repo(tmp_path / "alpha", "git@github.com:acme/alpha.git")
+    short = _repo(tmp_path / "alpha-by-alias", "gh:acme/alpha")  # the person's global alias
+    local = _repo(tmp_path / "alpha-local-alias", "work:acme/alpha")
+    git(local, "config", "url.https://github.com/.insteadOf", "work:")  # the repository's own
+    for folder in (full, short, local):
+        found = identify(folder)
+        assert found.identity == "github.com/acme/alpha" and not found.local, folder
+    assert identify(short).remote == "git@github.com:acme/alpha"  # (as git resolves it)
+    # the longest alias wins, as in git
+    git(local, "config", "url.ssh://git@gitlab.example.com/.insteadOf", "work:acme/")
+    assert identify(local).identity == "gitlab.example.com/alpha"
+
+
+def test_without_an_alias_identify_runs_two_git_processes(tmp_path, monkeypatch):
+    """The hook identifies the project at every prompt: no alias configured, no third git."""
+    import os
+
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    repo = _repo(tmp_path / "alpha", "git@github.com:acme/alpha.git")
+    calls = tmp_path / "calls"
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    real = __import__("shutil").which("git")
+    (shim / "git").write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {real} "$@"\n')
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    assert identify(repo).identity == "github.com/acme/alpha"
+    assert len(calls.read_text().splitlines()) == 2

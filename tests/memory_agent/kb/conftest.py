@@ -1,5 +1,7 @@
 """Fixtures shared by the kb tests: a demo home on a pinned clock whose daemon runs this tree's
-code, stopped after the test (`home`)."""
+code, stopped after the test (`home`); every kb test runs under git as a person has it
+configured - commits signed, signatures in every `git log`, insteadOf aliases, an ssh command
+of their own (`tests/memory_agent/person_git.py`)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,11 @@ from memory_agent import config
 from memory_agent.index.memory import Memory
 from tests.memory_agent.kb.git_by_hand import CLOCK, _stop
 from tests.memory_agent.mcp_helpers import ROOT
+
+
+@pytest.fixture(autouse=True)
+def _person_git(person_git):
+    return person_git
 
 
 # For test_git_state.py, test_git_locks.py and test_hand_written_files.py (test_scopes.py makes

@@ -494,3 +494,25 @@ def test_a_corpus_is_global_unless_its_scope_says_otherwise(world):
     DaemonClient(w["home"]).admin("refresh")
     _, there = cli(w, w["beta"], "search", query)
     assert "alpha-docs/runbook.md" in ids(there)
+
+
+# Before: a clone made through the person's `gh:` alias (`url."git@github.com:".insteadOf`, the
+# kb conftest's git configuration) was the project `gh/acme/alpha`: the entries written from the
+# clone of the full URL were not found from it, and the hook's injection left them out.
+def test_a_clone_made_through_an_insteadof_alias_shares_the_project(world, tmp_path):
+    w = world
+    by_alias = _repo(tmp_path / "src" / "alpha-by-alias", "gh:acme/alpha")
+    _, added = cli(
+        w,
+        w["alpha"],
+        "add",
+        "--title",
+        "Alpha deploys with helm",
+        "--body",
+        "The alpha service deploys with helm charts from deploy/charts.",
+    )
+    assert added["scope"] == "alpha"
+    _, here = cli(w, by_alias, "project")
+    assert here["project"] == "github.com/acme/alpha"
+    _, found = cli(w, by_alias, "search", "how does the alpha service deploy, helm charts")
+    assert added["id"] in ids(found)

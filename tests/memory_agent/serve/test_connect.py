@@ -324,3 +324,78 @@ def test_connect_fills_in_the_fast_hook_command(homes, shared_cache):
     ok(connect(user, mem, shared_cache, "opencode", "--confirm", **env))
     ok(connect(user, mem, shared_cache, "opencode", "--remove", "--confirm", **env))
     assert not (user / ".config" / "opencode" / "plugins" / "memory-agent.ts").exists()
+
+
+# -- a file it cannot replace, runs at the same time (issue 32, item 5 and a low item) ----------
+def _unreplaceable(folder: Path, name: str):
+    """Make `folder/name` impossible to replace: immutable (`chattr +i`, which needs root's
+    capabilities) or, for a user without them, a read-only folder; the undo, or skip."""
+    path = folder / name
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0:
+        return lambda: subprocess.run(["chattr", "-i", str(path)], check=True)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        pytest.skip("no chattr here, and a read-only folder does not stop root")
+    folder.chmod(0o555)
+    return lambda: folder.chmod(0o755)
+
+
+# Before: `internal ... PermissionError ... a bug`, and a `.tmp` and a `.bak` left beside the file
+# at each try.
+def test_a_settings_file_that_cannot_be_replaced_is_a_clean_error_leaving_nothing(
+    homes, shared_cache
+):
+    user, mem, env = homes
+    folder = user / ".cursor"
+    folder.mkdir()
+    path = folder / "mcp.json"
+    path.write_text('{"mcpServers": {}}\n')
+    before = tree(user)
+    undo = _unreplaceable(folder, "mcp.json")
+    try:
+        for _ in range(2):
+            proc = connect(user, mem, shared_cache, "cursor", "--confirm", **env)
+            assert proc.returncode == 2, proc.stderr
+            assert "internal" not in proc.stderr and "bug" not in proc.stderr
+            assert f"memory-agent connect: config: cannot replace {path}" in proc.stderr
+            assert "chattr -i" in proc.stderr and "read-only mount" in proc.stderr
+            assert sorted(p.name for p in folder.iterdir()) == ["mcp.json"]  # no .tmp, no .bak
+    finally:
+        undo()
+    assert tree(user) == before
+    ok(connect(user, mem, shared_cache, "cursor", "--confirm", **env))  # writable again: works
+
+
+# Before: a run that found the file changed by another run had already backed it up, then merged
+# again and found nothing to change - a backup per run that changed nothing.
+def test_a_run_that_finds_the_file_changed_meanwhile_makes_no_backup(tmp_path):
+    from memory_agent.serve.agent_settings import Change, Moved, write_change
+
+    path = tmp_path / "settings.json"
+    path.write_text('{"theirs": 2}\n')  # another run wrote it since this one read '{"a": 1}'
+    with pytest.raises(Moved):
+        write_change(Change(path, '{"a": 1}\n', '{"a": 1, "ours": true}\n'), "T", recheck=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["settings.json"]
+    assert path.read_text() == '{"theirs": 2}\n'
+
+
+def test_concurrent_runs_back_up_only_the_file_they_replaced(homes, shared_cache):
+    """Runs at once: each backup left holds the file as it was before any run (one made from
+    another run's result, whose own rename was then refused, is removed), and one merge."""
+    import concurrent.futures
+
+    user, mem, env = homes
+    folder = user / ".cursor"
+    folder.mkdir()
+    original = '{"mcpServers": {"github": {"command": "gh-mcp"}}}\n'
+    (folder / "mcp.json").write_text(original)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        runs = list(
+            pool.map(
+                lambda _: connect(user, mem, shared_cache, "cursor", "--confirm", **env), range(4)
+            )
+        )
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    backups = list(folder.glob("mcp.json.memory-agent-*.bak"))
+    assert backups and all(b.read_text() == original for b in backups)
+    assert not list(folder.glob(".*.tmp"))
+    assert set(json.loads((folder / "mcp.json").read_text())["mcpServers"]) == {"github", "memory"}

@@ -73,6 +73,7 @@ def test_core_ssh_command_of_the_kb_is_what_fetch_and_push_run(tmp_path, monkeyp
 
 def test_git_ssh_in_the_environment_is_used_for_the_round(tmp_path, monkeypatch):
     monkeypatch.delenv("GIT_SSH_COMMAND", raising=False)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)  # (git prefers a core.sshCommand)
     script, marks = _wrapper(tmp_path)
     monkeypatch.setenv("GIT_SSH", str(script))
     remote, url = _remote(tmp_path)

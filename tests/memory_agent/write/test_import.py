@@ -387,3 +387,41 @@ def test_a_daemon_killed_mid_import_is_finished_in_one_commit_by_the_next_daemon
     assert len(committed_files(w["kb"])) == 4
     message = git(w["kb"], "log", "-1", "--format=%B").strip()
     assert message.split("\n\nMemory-Agent-Machine:")[0].endswith("(recovered)")
+
+
+# -- a front matter that expands by aliases (issue 32, item 4) ---------------------------------
+# Before: the preview ran with its memory growing until killed (the 0.4 KB file's nine levels of
+# nine aliases were expanded while its front matter was copied); here the CLI gets 1.5 GB and
+# 120 s, and failed on either. Now the file is skipped, naming the alias, with the others read.
+def test_an_alias_bomb_in_an_imported_file_is_skipped_not_expanded(world):
+    import resource
+
+    w = world
+    notes = w["tmp"] / "vault"
+    notes.mkdir()
+    levels = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'] + [
+        f"{n}: &{n} [" + ",".join([f"*{p}"] * 9) + "]"
+        for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+    ]
+    (notes / "bomb.md").write_text("---\ntitle: bomb\n" + "\n".join(levels) + "\n---\nx\n")
+    (notes / "fine.md").write_text("---\ntags: [ops]\n---\n# Fine\n\nA note that reads well.\n")
+
+    def bounded():  # (in the CLI's process, before it starts)
+        resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory_agent", "import", str(notes)]
+        + ["--home", str(w["home"]), "--json"],
+        capture_output=True,
+        text=True,
+        env=env_for(w["home"], w["cache"], MEMORY_AGENT_CLOCK=CLOCK),
+        cwd=w["outside"],
+        timeout=120,
+        preexec_fn=bounded,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    reply = json.loads(proc.stdout)
+    [skipped] = reply["files_skipped"]
+    assert skipped["file"] == str(notes / "bomb.md")
+    assert "alias *a (line 4)" in skipped["reason"] and "write the value out" in skipped["reason"]
+    assert [e["title"] for e in reply["entries"]] == ["Fine"]

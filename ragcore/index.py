@@ -18,11 +18,11 @@ full list of documents against the manifest (by content hash) and applies the di
 index that fails the check refuses to search (`IndexInconsistent`, naming
 a rebuild): it never answers empty.
 
-Opening a generation loads its read model (`ragcore.readmodel`): documents, filter columns,
-the dense matrix and the lexical and sparse inverted indexes - mapped from the saved arrays
-when they fit the segment, else read from its rows (and saved). With a Qdrant server
-(`qdrant_url`) the dense vectors live in a collection per generation instead, and dense
-search runs there with the filter pushed down.
+Opening a generation loads its read model (`ragcore.readmodel`), mapped from the saved arrays
+when they fit the segment, else read from its rows (and saved). A large one gets an HNSW graph
+for its dense vectors (`ragcore.ann`), opened from its file or built on a thread and attached
+when done (exact scans meanwhile). With a Qdrant server (`qdrant_url`) the dense vectors live
+in a collection per generation instead, and dense search runs there, the filter pushed down.
 
 Readers never wait for writers: the live state is a `ragcore.snapshot.Snapshot` (a read
 model, the segment and the generation's name), never changed once published. A change
@@ -46,14 +46,16 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
+from ragcore import ann
 from ragcore.atomic import atomic_write
 from ragcore.docinfo import DocInfo
 from ragcore.documents import DEFAULT_MAX_CHARS, Document
 from ragcore.embedding import Embedder
 from ragcore.errors import IndexError_, IndexInconsistent
+from ragcore.reports import BuildReport, Prepared, RefreshReport
 from ragcore.rows import Progress, RowBuilder, doc_rows, server_points
 from ragcore.segment import FILE as SEGMENT_FILE
 from ragcore.segment import FORMAT, ChunkRow, SegmentFile
@@ -81,39 +83,6 @@ def live_generation(root: Path) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     return name if _GEN.match(name) else None
-
-
-@dataclass
-class BuildReport:
-    generation: str
-    documents: int
-    chunks: int
-    embedded: int
-    seconds: float
-    removed_generations: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Prepared:
-    """A generation written and checked, not yet live."""
-
-    generation: str
-    documents: int
-    chunks: int
-    seconds: float
-
-
-@dataclass
-class RefreshReport:
-    generation: str
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    chunks_embedded: int = 0
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.added or self.updated or self.removed)
 
 
 class Index:
@@ -212,6 +181,7 @@ class Index:
                 raise IndexError_(f"no index under {self.root}", REBUILD_HINT)
             self._snap = self._load(name)  # the one before stays readable for its readers
             self.open_error = None
+            self._graph_later(self._snap)
 
     def open_in_background(
         self, before: Callable[[], object], then: Callable[[Snapshot | None], object]
@@ -243,6 +213,22 @@ class Index:
     def _load(self, name: str) -> Snapshot:
         """Read generation `name` into a snapshot (not published)."""
         return Snapshot.open(self, name, self._server_for(name), with_dense=not self.server_mode)
+
+    def _graph_later(self, snap: Snapshot) -> None:
+        """A large model without its dense graph: build it on a thread, then attach it to
+        the live model if that still has the rows it was built from (ADR 0019)."""
+        if snap.server is not None or not ann.wanted(snap.model):
+            return
+
+        def attach(base, graph) -> None:
+            with self._lock:
+                live = self._snap
+                if live is not None and live.model.base_rows is base:
+                    model = live.model.clone()
+                    model.attach_graph(graph)
+                    self._snap = live.with_model(model)
+
+        ann.build_in_background(snap.model, self.root / snap.generation / ann.FILE, attach)
 
     def _ensure_open(self) -> Snapshot:
         snap = self._snap
@@ -351,6 +337,7 @@ class Index:
                 self._snap = snap  # the old snapshot stays readable for searches in flight
             finally:
                 self._switching = None
+            self._graph_later(snap)
             removed = self._clean(keep={prepared.generation, previous} - {None})
             p, seconds = prepared, prepared.seconds + time.perf_counter() - start
             return BuildReport(p.generation, p.documents, p.chunks, p.chunks, seconds, removed)

@@ -232,6 +232,14 @@ SETTINGS: tuple[Setting, ...] = (
         "<home>/run/fault-continue exists). Empty (default): none.",
     ),
     Setting(
+        "dense_graph",
+        "MEMORY_AGENT_DENSE_GRAPH",
+        "on",
+        "on (default): above 50,000 chunks the dense channel searches an HNSW graph of int8 "
+        "vectors (built in the background, saved beside the index) and rescores its candidates "
+        "exactly; off: the exact scan at every size (slower at scale; for comparing).",
+    ),
+    Setting(
         "qdrant_url",
         "MEMORY_AGENT_QDRANT_URL",
         "",

@@ -101,6 +101,7 @@ class Index:
         batch_size: int = 64,
         qdrant_url: str | None = None,
         qdrant_location: str | None = None,
+        dense_graph: bool = True,
     ):
         self.root = Path(root)
         self.embedder = embedder
@@ -113,6 +114,8 @@ class Index:
         # qdrant-client's in-process engine, for tests).
         self.qdrant_url = qdrant_url
         self.qdrant_location = qdrant_location
+        self.dense_graph = dense_graph  # False: the exact dense scan at every size
+        self._building: str | None = None  # the generation a dense graph is being built for
         self._lock = threading.RLock()  # writers (and the first open) only
         self._snap: Snapshot | None = None
         self.open_error: Exception | None = None  # why the last open failed (None: it did not)
@@ -212,23 +215,34 @@ class Index:
 
     def _load(self, name: str) -> Snapshot:
         """Read generation `name` into a snapshot (not published)."""
-        return Snapshot.open(self, name, self._server_for(name), with_dense=not self.server_mode)
+        snap = Snapshot.open(self, name, self._server_for(name), with_dense=not self.server_mode)
+        if not self.dense_graph:
+            snap.model.attach_graph(None)  # not published yet
+        return snap
 
     def _graph_later(self, snap: Snapshot) -> None:
         """A large model without its dense graph: build it on a thread, then attach it to
         the live model if that still has the rows it was built from (ADR 0019)."""
-        if snap.server is not None or not ann.wanted(snap.model):
+        if not self.dense_graph or snap.server is not None or not ann.wanted(snap.model):
             return
 
         def attach(base, graph) -> None:
             with self._lock:
-                live = self._snap
+                self._building, live = None, self._snap
                 if live is not None and live.model.base_rows is base:
                     model = live.model.clone()
                     model.attach_graph(graph)
                     self._snap = live.with_model(model)
 
+        self._building = snap.generation
         ann.build_in_background(snap.model, self.root / snap.generation / ann.FILE, attach)
+
+    def dense_state(self) -> str:
+        """How dense search runs now: graph, building (exact meantime), exact, server, closed."""
+        snap = self._snap
+        if snap is None or snap.server is not None:
+            return "closed" if snap is None else "server"
+        return "graph" if snap.model.graph else "building" if self._building else "exact"
 
     def _ensure_open(self) -> Snapshot:
         snap = self._snap

@@ -491,4 +491,5 @@ class Service:
             "repair_error": self.repair_error,
             "generation": self.memory.current_generation(),
             "rebuilding": self._rebuild_lock.locked(),
+            "dense": self.memory.index.dense_state(),
         }

@@ -82,7 +82,8 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
     client = DaemonClient(home, timeout=7200)
     client.stop(wait=True)
     reset_home(home, size, text)
-    shutil.rmtree(home / "index", ignore_errors=True)
+    if not (args.keep_index and (home / "index" / "CURRENT").is_file()):
+        shutil.rmtree(home / "index", ignore_errors=True)  # else: built at the base commit
     shutil.rmtree(home / "events", ignore_errors=True)
     shutil.rmtree(home / "run" / "requests", ignore_errors=True)
     print(f"[{size}] first index (cached embeddings make reruns cheap)", file=sys.stderr)
@@ -91,7 +92,8 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
     client.admin("refresh")
     out["first_index_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    out["dense_graph"] = float(wait_dense(client) == "graph")  # built once, then mapped
+    if args.graph_wait:
+        out["dense_graph"] = float(wait_dense(client) == "graph")  # built once, then mapped
     out["graph_build_s"] = time.perf_counter() - t
     client.stop(wait=True)
 
@@ -231,6 +233,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--recall-queries", type=int, default=50, help="0: no recall run")
     parser.add_argument("--no-rebuild", dest="rebuild", action="store_false")
+    parser.add_argument("--keep-index", action="store_true", help="reuse an index at the base")
+    parser.add_argument("--no-graph-wait", dest="graph_wait", action="store_false")
     parser.add_argument("--clients", default="", help="concurrent proxies, e.g. 1,10,20")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per window")
     parser.add_argument("--runs", type=int, default=3, help="windows per setting (median)")

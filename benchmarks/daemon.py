@@ -80,7 +80,7 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
     home = args.work / f"home-{size}"
     env = bench_env(home, args)
     client = DaemonClient(home, timeout=7200)
-    client.stop(wait=True)
+    client.stop(wait=True, timeout=600)
     reset_home(home, size, text)
     if not (args.keep_index and (home / "index" / "CURRENT").is_file()):
         shutil.rmtree(home / "index", ignore_errors=True)  # else: built at the base commit
@@ -95,13 +95,13 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
     if args.graph_wait:
         out["dense_graph"] = float(wait_dense(client) == "graph")  # built once, then mapped
     out["graph_build_s"] = time.perf_counter() - t
-    client.stop(wait=True)
+    client.stop(wait=True, timeout=600)
 
     client.ensure()  # a fresh daemon that has answered nothing but /health
     pid = client.health()["pid"]
     time.sleep(1.0)
     out["daemon_rss_idle_mb"] = rss_mb(pid)
-    client.stop(wait=True)
+    client.stop(wait=True, timeout=600)
 
     queries = text.queries[: args.searches]
     t = time.perf_counter()
@@ -126,12 +126,12 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
     if args.recall_queries:  # the same searches with the exact scan: recall@10 of the answers
         graph_top = top10(s, queries[: args.recall_queries])
         s.close()
-        client.stop(wait=True)
+        client.stop(wait=True, timeout=600)
         exact = ProxySession(home, env={**env, "MEMORY_AGENT_DENSE_GRAPH": "off"})
         exact.initialize()
         exact_top = top10(exact, queries[: args.recall_queries])
         exact.close()
-        client.stop(wait=True)
+        client.stop(wait=True, timeout=600)
         out["recall_at_10_vs_exact"] = sum(
             len(set(g) & set(e)) / max(len(e), 1) for g, e in zip(graph_top, exact_top, strict=True)
         ) / len(exact_top)
@@ -165,7 +165,7 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
         t = time.perf_counter()
         client.admin("rebuild")
         out["rebuild_cached_s"] = time.perf_counter() - t
-    client.stop(wait=True)
+    client.stop(wait=True, timeout=600)
     out["embed_p50_ms"] = embed_p50(queries, args.work / "cache")
     out["search_minus_embed_ms"] = out["search_p50_ms"] - out["embed_p50_ms"]
     return out

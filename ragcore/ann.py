@@ -20,6 +20,7 @@ removes many), the allowed ones and the uncovered tail are rescored exactly, and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -45,9 +46,21 @@ OVERFETCH = 2  # graph candidates per result asked, before a filter's share
 FILE = "dense.usearch"
 
 
+def _usearch():
+    """usearch's Index class. ONNX Runtime is imported first when it is installed: loading
+    usearch's extension before it makes ONNX Runtime's import crash the process (a segfault,
+    usearch 2.26 with onnxruntime 1.32 on Linux; the other order is fine)."""
+    with contextlib.suppress(ImportError):
+        import onnxruntime  # noqa: F401
+
+    from usearch.index import Index
+
+    return Index
+
+
 def available() -> bool:
     try:
-        import usearch.index  # noqa: F401
+        _usearch()
     except ImportError:
         return False
     return True
@@ -92,8 +105,7 @@ class DenseGraph:
 
 def build_graph(matrix: np.ndarray, threads: int = 0) -> DenseGraph:
     """An int8 HNSW graph over the rows of `matrix` (keys 0..n-1)."""
-    from usearch.index import Index
-
+    Index = _usearch()  # noqa: N806 - the engine's class
     index = Index(
         ndim=matrix.shape[1],
         metric="cos",
@@ -126,8 +138,7 @@ def open_graph(path: Path, meta: dict) -> DenseGraph | None:
     None (missing, stale or unreadable: the caller builds it again)."""
     if not available():
         return None
-    from usearch.index import Index
-
+    Index = _usearch()  # noqa: N806 - the engine's class
     try:
         saved = json.loads(path.with_name(path.name + ".json").read_text())
         if any(saved.get(k) != v for k, v in meta.items()):

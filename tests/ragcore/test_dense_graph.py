@@ -15,7 +15,8 @@ import pytest
 import ragcore
 from ragcore import Document, Filter, Index, ann, dense
 
-pytest.importorskip("usearch", reason="the graph engine (a dependency) is not installed")
+if not ann.available():  # through ann: it loads ONNX Runtime before usearch (see the last test)
+    pytest.skip("the graph engine (a dependency) is not installed", allow_module_level=True)
 
 DIM = 32
 
@@ -170,3 +171,14 @@ def test_a_small_model_scans_exactly_and_builds_no_graph(tmp_path):
     assert index.snapshot().model.graph is None
     assert not (tmp_path / "index" / index.generation / ann.FILE).exists()
     index.close()
+
+
+def test_the_graph_engine_loads_before_onnx_runtime_without_crashing(tmp_path):
+    """usearch's extension loaded before ONNX Runtime's crashed its import (a segfault): the
+    engine is reached only through ragcore.ann, which loads ONNX Runtime first."""
+    import subprocess
+    import sys
+
+    code = "from ragcore import ann; assert ann.available(); import onnxruntime; print('ok')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-500:]

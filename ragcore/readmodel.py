@@ -131,6 +131,7 @@ class ReadModel:
         self._graph: DenseGraph | None = None
         self.vacuums = 0  # renumberings so far (a graph built before one no longer fits)
         self.arrays_key: dict | None = None  # the saved arrays the base rows are (uid, seq)
+        self._masks: dict[Filter, np.ndarray] = {}  # filter -> its mask, on this state only
         self.bm25 = BM25Index()
         self.sparse = SparseIndex()
         self.has_sparse = False
@@ -163,6 +164,7 @@ class ReadModel:
         new._rows = self._rows  # written beyond hw only; a vacuum makes new rows
         new._graph, new.vacuums = self._graph, self.vacuums  # a graph is never changed
         new.arrays_key = self.arrays_key
+        new._masks = {}
         new.bm25 = self.bm25.clone()
         new.sparse = self.sparse.clone()
         new.has_sparse = self.has_sparse
@@ -316,6 +318,7 @@ class ReadModel:
                 )
             self._doc_slots[info.id] = slots
         self.revision = next(_REVISIONS)
+        self._masks = {}
         if self.hw > 1000 and self.hw - self.chunks > VACUUM_DEAD_FRACTION * self.hw:
             self.vacuum()
 
@@ -359,6 +362,7 @@ class ReadModel:
         """Renumber the live slots 0..n-1 and drop the dead ones everywhere."""
         live = np.flatnonzero(self._alive[: self.hw])
         self.vacuums += 1
+        self._masks = {}
         mapping = np.full(max(self.hw, 1), -1, dtype=np.int64)
         mapping[live] = np.arange(live.size)
         size = int(live.size)
@@ -395,9 +399,25 @@ class ReadModel:
         return self._doc_slots.get(doc_id, [])
 
     def mask(self, flt: Filter | None) -> np.ndarray | None:
-        """Which slots the filter allows (dead slots never), or None for "every live slot"."""
+        """Which slots the filter allows (dead slots never), or None for "every live slot".
+        Kept per filter on this model (a published model never changes; a clone starts with
+        none): every search with the default filters reuses one mask, read-only."""
         if flt is None or flt.is_empty():
             return None
+        masks = self._masks
+        try:
+            found = masks.get(flt)
+        except TypeError:  # a filter built with lists: not hashable, computed each time
+            return self._mask(flt)
+        if found is None:
+            found = self._mask(flt)
+            found.flags.writeable = False
+            if len(masks) >= 8:
+                masks.clear()
+            masks[flt] = found
+        return found
+
+    def _mask(self, flt: Filter) -> np.ndarray:
         rows = np.ones(len(self._row_doc), dtype=bool)
         n = rows.size
         for name, values in (

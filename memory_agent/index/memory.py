@@ -139,6 +139,12 @@ class Memory:
             )
         return self._index
 
+    def dense_state(self) -> str:
+        """How dense search runs (`Index.dense_state`); "closed" while no index is made: this
+        makes none, so it answers even when the embedder cannot be made (`/health`)."""
+        index = self._index
+        return "closed" if index is None else index.dense_state()
+
     def writable_sources(self) -> list[str]:
         """The sources whose documents are writable: every KB but those added read-only."""
         return [p.source for p in self.kbs.all() if p.writable]

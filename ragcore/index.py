@@ -222,7 +222,7 @@ class Index:
 
     def _graph_later(self, snap: Snapshot) -> None:
         """A large model without its dense graph: build it on a thread, then attach it to
-        the live model if that still has the rows it was built from (ADR 0019)."""
+        the live model if that still has the rows it was built from (ADR 0022)."""
         if not self.dense_graph or snap.server is not None or not ann.wanted(snap.model):
             return
 

@@ -19,6 +19,7 @@ torch and FlagEmbedding are imported by `load()` or the first embed call.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import threading
@@ -38,9 +39,11 @@ TOKENIZER_FILES = ("tokenizer.json", "sentencepiece.bpe.model")
 HEAD_FILES = ("colbert_linear.pt", "sparse_linear.pt")
 # What snapshot_download fetches: skips BAAI/bge-m3's onnx/ export and images (~2.3 GB).
 _DOWNLOAD_PATTERNS = ["*.json", "*.model", "*.pt", *WEIGHT_FILES]
-_EXTRA_FIX = (
-    "pip install 'memory-agent[bge-m3]' (install torch==2.13.0 first for the CPU build), or use "
-    "the offline minilm embedder"
+EXTRA_FIX = (
+    "install the bge-m3 extra (torch 2.13.0's CPU build first) - in a clone of memory-agent: "
+    "`scripts/setup --extras bge-m3`; installed with pipx: `pipx install --force '.[bge-m3]' "
+    "--pip-args=--extra-index-url=https://download.pytorch.org/whl/cpu` in the clone - or use the "
+    "offline minilm embedder"
 )
 _FIX = (
     "connect to the network once, or download the model and pass its local directory, or use "
@@ -72,7 +75,7 @@ def _download(name: str) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError as exc:
-        raise EmbedderError(f"could not get the weights of {name} ({exc})", _EXTRA_FIX) from exc
+        raise EmbedderError(f"could not get the weights of {name} ({exc})", EXTRA_FIX) from exc
     try:
         # local_files_only: huggingface_hub reads HF_HUB_OFFLINE only once, at import time
         path = snapshot_download(name, allow_patterns=_DOWNLOAD_PATTERNS, local_files_only=offline)
@@ -164,6 +167,12 @@ class BGEM3Embedder:
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
+                if importlib.util.find_spec("FlagEmbedding") is None:  # before any weights
+                    raise EmbedderError(
+                        "BGE-M3 needs the bge-m3 extra (FlagEmbedding and torch), which is not "
+                        "installed",
+                        EXTRA_FIX,
+                    )
                 directory = self._resolve()  # the file check runs before FlagEmbedding is touched
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
                 try:
@@ -171,7 +180,7 @@ class BGEM3Embedder:
                 except ImportError as exc:
                     raise EmbedderError(
                         f"BGE-M3 needs FlagEmbedding and torch, which are not installed ({exc})",
-                        _EXTRA_FIX,
+                        EXTRA_FIX,
                     ) from exc
                 try:
                     model = BGEM3FlagModel(

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from memory_agent import __version__
+from memory_agent.config import endpoint_of
 
 __all__ = ["health"]
 
@@ -26,6 +27,7 @@ def health(service: Any) -> dict[str, Any]:
         "uptime_s": round(time.time() - service.started, 1),
         "home": str(memory.home),
         "embedder": memory.cfg.embedder,
+        "embedding_endpoint": endpoint_of(memory.cfg),
         "model": model.state,
         "model_loaded": model.loaded,
         "model_error": model.error,

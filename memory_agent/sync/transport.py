@@ -90,6 +90,46 @@ def network_env(repo: Path | None = None) -> dict[str, str]:
     return env
 
 
+# git's last lines are advice ("Please make sure you have the correct access rights / and the
+# repository exists."): the cause is its first line; what to check follows from the cause
+_CHECKS = (
+    (
+        ("could not resolve", "name or service not known", "temporary failure in name resolution"),
+        "the network and the host's name (DNS) - is this machine online?",
+    ),
+    (
+        ("permission denied", "publickey", "authentication failed", "could not read username"),
+        "git's credentials for this remote (ssh agent and key, credential helper, a token)",
+    ),
+    (
+        ("not found", "does not appear to be a git repository", "no such file"),
+        "the URL (`memory-agent remote set URL`) and your access to the repository",
+    ),
+    (
+        ("timed out", "connection refused", "no route to host", "network is unreachable"),
+        "the network, a firewall or proxy between here and the host",
+    ),
+)
+
+
+def git_cause(stderr: str) -> tuple[str, str]:
+    """(the cause git reported, what to check): the first line git printed (ssh's own when it
+    failed), with git's `fatal:` line when that is another; masked."""
+    lines = [x.strip() for x in stderr.splitlines() if x.strip()]
+    if not lines:
+        return "git failed without saying why", "the URL, the network and git's credentials"
+    cause = lines[0]
+    fatal = next((x for x in lines[1:] if x.startswith("fatal:")), None)
+    if fatal and fatal not in cause:
+        cause = f"{cause} ({fatal})"
+    lowered = cause.lower()
+    check = next(
+        (what for words, what in _CHECKS if any(w in lowered for w in words)),
+        "the URL (`memory-agent remote set URL`), the network and git's credentials",
+    )
+    return shown(cause), check
+
+
 def fetch(kb_dir: Path, branch: str, url: str | None, missing: Callable[[], None]) -> None:
     """`git fetch` the remote's `branch` into `refs/remotes/origin/<branch>`. A remote without
     that branch calls `missing` (an empty remote, or one holding other branches: that is
@@ -120,10 +160,10 @@ def fetch(kb_dir: Path, branch: str, url: str | None, missing: Callable[[], None
         err = proc.stderr.strip()
         if "couldn't find remote ref" in err:  # an empty remote (the push creates it)?
             return missing()
+        cause, check = git_cause(err)
         raise RemoteUnreachable(
-            f"cannot fetch from {shown(url)}: {shown(err.splitlines()[-1]) if err else 'failed'}",
-            "check the URL (`memory-agent remote set URL`), the network and git's "
-            "credentials (ssh agent, credential helper); writes go on meanwhile",
+            f"cannot fetch from {shown(url)}: {cause}",
+            f"check {check}; writes go on meanwhile and the next round catches up",
         )
 
 
@@ -161,8 +201,8 @@ def push(kb_dir: Path, branch: str, head: str, url: str | None) -> bool:
         )
     if "[rejected]" in text or "non-fast-forward" in text or "fetch first" in text:
         return False  # the other side pushed first
+    cause, check = git_cause(proc.stderr or proc.stdout)
     raise RemoteUnreachable(
-        f"cannot push to {shown(url)}: "
-        f"{shown(text.strip().splitlines()[-1]) if text.strip() else ''}",
-        "check the URL, the network and your write access; the next round retries",
+        f"cannot push to {shown(url)}: {cause}",
+        f"check {check}, and your write access; the next round retries",
     )

@@ -3,12 +3,15 @@ config), run twice harmlessly, and what it prints: hooks every agent runs synchr
 permission rule that allows exactly the read-only tools. (Regression tests from issues 9, 17 and
 18.)"""
 
+import importlib.util
 import json
 import os
 import stat
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from memory_agent.recall import reads
 from memory_agent.serve import mcp_config
@@ -160,3 +163,64 @@ def test_a_new_home_is_owner_only(env_home, minilm_model, gateway):
     added = gateway.add("Owner only", "Entry files are written 0600.")
     assert oct(os.stat(added["path"]).st_mode & 0o777) == "0o600"
     assert Path(added["path"]).is_relative_to(env_home)
+
+
+def _switch_env(home, cache, tmp_path):
+    """The CLI as a person runs it: the embedder from config.toml (no MEMORY_AGENT_EMBEDDER),
+    no network for the hub (an empty HF cache, offline)."""
+    env = env_for(home, cache, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")
+    env.pop("MEMORY_AGENT_EMBEDDER")
+    return env
+
+
+def test_a_switch_to_bge_m3_without_its_extra_changes_nothing_and_names_the_extra(
+    tmp_path, shared_cache
+):
+    """It wrote `embedder = "bge-m3"` and then failed, so status and search failed until
+    `init --embedder minilm`; its error spoke of weights, never of the extra."""
+    home = tmp_path / "home"
+    env = _switch_env(home, shared_cache, tmp_path)
+    made = cli(home, shared_cache, "init", "--embedder", "minilm", "--no-index", env=env)
+    assert made.returncode == 0, made.stderr
+    before = (home / "config.toml").read_bytes()
+    no_extra = (
+        "import runpy, sys; sys.modules['FlagEmbedding'] = None; "
+        "runpy.run_module('memory_agent', run_name='__main__')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", no_extra, "init", "--embedder", "bge-m3", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert (home / "config.toml").read_bytes() == before
+    assert "bge-m3 extra" in proc.stderr and "scripts/setup --extras bge-m3" in proc.stderr
+    assert "nothing changed (the embedder stays minilm)" in proc.stderr
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("FlagEmbedding") is None, reason="the bge-m3 extra is not installed"
+)
+def test_a_switch_to_a_model_that_does_not_load_changes_nothing(tmp_path, shared_cache):
+    """The extra installed, BGE-M3's weights out of reach: the daemon fails to load the model;
+    config.toml goes back byte for byte, that daemon is stopped, and search works as before."""
+    home = tmp_path / "home"
+    env = _switch_env(home, shared_cache, tmp_path)
+    made = cli(home, shared_cache, "init", "--demo", "--embedder", "minilm", env=env)
+    assert made.returncode == 0, made.stderr
+    before = (home / "config.toml").read_bytes()
+    try:
+        switched = cli(home, shared_cache, "init", "--embedder", "bge-m3", env=env, timeout=300)
+        assert switched.returncode == 2, switched.stderr
+        assert "nothing changed (the embedder stays minilm)" in switched.stderr
+        assert "init --embedder bge-m3` again" in switched.stderr
+        assert (home / "config.toml").read_bytes() == before
+        found = cli(home, shared_cache, "search", "database migrations", "--json", env=env)
+        assert found.returncode == 0, found.stderr
+        assert json.loads(found.stdout)["hits"]
+        status = json.loads(cli(home, shared_cache, "status", "--json", env=env).stdout)
+        assert "minilm" in status["embedder"].lower()
+    finally:
+        cli(home, shared_cache, "stop", env=env)

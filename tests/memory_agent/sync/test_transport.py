@@ -133,3 +133,18 @@ def test_a_relative_path_as_url_is_the_one_the_person_typed(pair):
     subprocess.run(["git", "init", "-q", "--bare", str(team)], check=True)
     code, reply = cli("kb", "add", "team", "../team.git")
     assert code == 0 and reply["remote"] == str(team), reply
+
+
+def test_an_unreachable_remote_is_reported_by_gits_cause_not_its_advice(pair):
+    """git ends with 'Please make sure you have the correct access rights / and the repository
+    exists.'; the round kept only that last line ('cannot fetch from ...: and the repository
+    exists.') and dropped the cause. It reports git's first line and what to check for it."""
+    a, _, _ = pair
+    a.cli("remote", "set", "git@nosuchhost.invalid:me/memory.git")  # (.invalid never resolves)
+    code, err = a.sync(check=False)
+    assert code != 0 and err["error"]["code"] == "unavailable", err
+    message, fix = err["error"]["message"], err["error"]["fix"]
+    assert "Could not resolve hostname nosuchhost.invalid" in message, message
+    assert "and the repository exists" not in message
+    assert "git@nosuchhost.invalid:me/memory.git" in message
+    assert "DNS" in fix and "writes go on" in fix, fix

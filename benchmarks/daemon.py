@@ -80,9 +80,10 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
     home = args.work / f"home-{size}"
     env = bench_env(home, args)
     client = DaemonClient(home, timeout=7200)
-    client.stop(wait=True)
+    client.stop(wait=True, timeout=600)
     reset_home(home, size, text)
-    shutil.rmtree(home / "index", ignore_errors=True)
+    if not (args.keep_index and (home / "index" / "CURRENT").is_file()):
+        shutil.rmtree(home / "index", ignore_errors=True)  # else: built at the base commit
     shutil.rmtree(home / "events", ignore_errors=True)
     shutil.rmtree(home / "run" / "requests", ignore_errors=True)
     print(f"[{size}] first index (cached embeddings make reruns cheap)", file=sys.stderr)
@@ -90,13 +91,17 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
     client.ensure()
     client.admin("refresh")
     out["first_index_s"] = time.perf_counter() - t
-    client.stop(wait=True)
+    t = time.perf_counter()
+    if args.graph_wait:
+        out["dense_graph"] = float(wait_dense(client) == "graph")  # built once, then mapped
+    out["graph_build_s"] = time.perf_counter() - t
+    client.stop(wait=True, timeout=600)
 
     client.ensure()  # a fresh daemon that has answered nothing but /health
     pid = client.health()["pid"]
     time.sleep(1.0)
     out["daemon_rss_idle_mb"] = rss_mb(pid)
-    client.stop(wait=True)
+    client.stop(wait=True, timeout=600)
 
     queries = text.queries[: args.searches]
     t = time.perf_counter()
@@ -117,6 +122,23 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
         reply = s.call("memory_search", query=q, limit=8)
         searches.append((time.perf_counter() - t) * 1000)
         assert not reply.get("isError"), reply
+    out["dense_state_graph"] = float(client.health().get("dense") == "graph")
+    if args.recall_queries:  # the same searches with the exact scan: recall@10 of the answers
+        graph_top = top10(s, queries[: args.recall_queries])
+        s.close()
+        client.stop(wait=True, timeout=600)
+        exact = ProxySession(home, env={**env, "MEMORY_AGENT_DENSE_GRAPH": "off"})
+        exact.initialize()
+        exact_top = top10(exact, queries[: args.recall_queries])
+        exact.close()
+        client.stop(wait=True, timeout=600)
+        out["recall_at_10_vs_exact"] = sum(
+            len(set(g) & set(e)) / max(len(e), 1) for g, e in zip(graph_top, exact_top, strict=True)
+        ) / len(exact_top)
+        s = ProxySession(home, env=env)
+        s.initialize()
+        s.call("memory_search", query=queries[0])
+        pid = client.health()["pid"]
     adds = []
     text.rng.seed(size + 1)
     for n in range(args.adds):
@@ -136,13 +158,34 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
     out["daemon_rss_model_mb"] = rss_mb(pid)
     out["search_p50_ms"], out["search_p95_ms"] = pct(searches, 0.5), pct(searches, 0.95)
     out["add_p50_ms"], out["add_p95_ms"] = pct(adds, 0.5), pct(adds, 0.95)
+    out["rss_mb"] = out["daemon_rss_model_mb"]
+    out["first_answer_s"] = out["start_to_first_answer_ms"] / 1000
     s.close()
-    t = time.perf_counter()
-    client.admin("rebuild")
-    out["rebuild_cached_s"] = time.perf_counter() - t
-    client.stop(wait=True)
+    if args.rebuild:
+        t = time.perf_counter()
+        client.admin("rebuild")
+        out["rebuild_cached_s"] = time.perf_counter() - t
+    client.stop(wait=True, timeout=600)
     out["embed_p50_ms"] = embed_p50(queries, args.work / "cache")
     out["search_minus_embed_ms"] = out["search_p50_ms"] - out["embed_p50_ms"]
+    return out
+
+
+def wait_dense(client: DaemonClient) -> str:
+    """Wait while the daemon builds its dense graph (exact scans meanwhile); its state then."""
+    while (state := client.health().get("dense", "exact")) == "building":
+        time.sleep(1.0)
+    return state
+
+
+def top10(session: ProxySession, queries: list[str]) -> list[list[str]]:
+    out = []
+    for q in queries:
+        while "degraded" in (reply := session.call("memory_search", query=q, limit=10)).get(
+            "structuredContent", {}
+        ):
+            time.sleep(0.1)  # the model is loading: lexical only
+        out.append([h["id"] for h in reply["structuredContent"]["hits"]])
     return out
 
 
@@ -170,7 +213,7 @@ def report(rows: list[dict[str, float]], real: bool) -> None:
             f"| {r['daemon_rss_idle_mb']:.0f} / {r['daemon_rss_model_mb']:.0f} MB (<= {t[2]}) "
             f"| {r['start_to_first_answer_ms'] / 1000:.1f} / "
             f"{r['start_to_full_answer_ms'] / 1000:.1f} s "
-            f"| {r['rebuild_cached_s']:.1f} s |"
+            f"| {r.get('rebuild_cached_s', float('nan')):.1f} s |"
         )
     for r in rows:
         if any(k.startswith("fds_") for k in r):
@@ -188,6 +231,10 @@ def main() -> None:
     parser.add_argument("--fd-adds", type=int, default=0, help="adds between the fd counts")
     parser.add_argument("--work", type=Path, default=Path("/tmp/memory-agent-bench"))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--recall-queries", type=int, default=50, help="0: no recall run")
+    parser.add_argument("--no-rebuild", dest="rebuild", action="store_false")
+    parser.add_argument("--keep-index", action="store_true", help="reuse an index at the base")
+    parser.add_argument("--no-graph-wait", dest="graph_wait", action="store_false")
     parser.add_argument("--clients", default="", help="concurrent proxies, e.g. 1,10,20")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per window")
     parser.add_argument("--runs", type=int, default=3, help="windows per setting (median)")

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections import namedtuple
 from pathlib import Path
+
+from memory_agent.files import read_toml
 
 # The hooks import this module on every agent event: typing, the error tree and datetime are
 # imported only where needed (about 5 ms of a hook's start-up on 2 cores).
@@ -277,6 +278,14 @@ SETTINGS: tuple[Setting, ...] = (
         "<home>/run/fault-continue exists). Empty (default): none.",
     ),
     Setting(
+        "dense_graph",
+        "MEMORY_AGENT_DENSE_GRAPH",
+        "on",
+        "on (default): above 50,000 chunks the dense channel searches an HNSW graph of int8 "
+        "vectors (built in the background, saved beside the index) and rescores its candidates "
+        "exactly; off: the exact scan at every size (slower at scale; for comparing).",
+    ),
+    Setting(
         "qdrant_url",
         "MEMORY_AGENT_QDRANT_URL",
         "",
@@ -442,34 +451,6 @@ def _check_keys(file_values: dict[str, Any], config_file: Path) -> None:
         f"this version's settings are {', '.join(names)}",
         f"delete the line from {config_file}, or upgrade memory-agent if a newer version wrote it",
     )
-
-
-_LINE = re.compile(
-    r"""^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*("(?:[^"\\\n]|\\.)*"|'[^'\n]*'|-?\d+|true|false)\s*(#.*)?$"""
-)
-
-
-def read_toml(text: str) -> dict[str, Any]:
-    """config.toml's keys. A flat file of `key = "text" | number | true | false` lines (what
-    `memory-agent init` writes) is read without importing tomllib (a hook starts faster);
-    anything else goes to tomllib."""
-    values: dict[str, Any] = {}
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        m = _LINE.match(line)
-        if m is None or "\\" in m.group(2):
-            import tomllib
-
-            return tomllib.loads(text)
-        raw = m.group(2)
-        if raw in ("true", "false"):
-            values[m.group(1)] = raw == "true"
-        elif raw[0] in "\"'":
-            values[m.group(1)] = raw[1:-1]
-        else:
-            values[m.group(1)] = int(raw)
-    return values
 
 
 def write_setting(home: Path, name: str, value: str) -> bool:

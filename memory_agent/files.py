@@ -32,17 +32,27 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: a hook does not import typing
     from collections.abc import Callable, Iterator
     from typing import BinaryIO
 
-__all__ = ["FileLock", "fsync_dir", "gzip_to", "lock_backend", "replacing", "temp_name"]
+__all__ = [
+    "FileLock",
+    "fsync_dir",
+    "gzip_to",
+    "lock_backend",
+    "read_toml",
+    "replacing",
+    "temp_name",
+]
 
 POLL_S = 0.05  # how often a wait with a timeout tries again
 LOCK_TABLE = "/proc/locks"  # the kernel's list of held locks (Linux; read when used)
@@ -392,3 +402,32 @@ def fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# config.toml's keys, read fast (the hooks read it on every agent event; `config.load`)
+_LINE = re.compile(
+    r"""^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*("(?:[^"\\\n]|\\.)*"|'[^'\n]*'|-?\d+|true|false)\s*(#.*)?$"""
+)
+
+
+def read_toml(text: str) -> dict[str, Any]:
+    """config.toml's keys. A flat file of `key = "text" | number | true | false` lines (what
+    `memory-agent init` writes) is read without importing tomllib (a hook starts faster);
+    anything else goes to tomllib."""
+    values: dict[str, Any] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if m is None or "\\" in m.group(2):
+            import tomllib
+
+            return tomllib.loads(text)
+        raw = m.group(2)
+        if raw in ("true", "false"):
+            values[m.group(1)] = raw == "true"
+        elif raw[0] in "\"'":
+            values[m.group(1)] = raw[1:-1]
+        else:
+            values[m.group(1)] = int(raw)
+    return values

@@ -18,11 +18,11 @@ full list of documents against the manifest (by content hash) and applies the di
 index that fails the check refuses to search (`IndexInconsistent`, naming
 a rebuild): it never answers empty.
 
-Opening a generation loads its read model (`ragcore.readmodel`): documents, filter columns,
-the dense matrix and the lexical and sparse inverted indexes - mapped from the saved arrays
-when they fit the segment, else read from its rows (and saved). With a Qdrant server
-(`qdrant_url`) the dense vectors live in a collection per generation instead, and dense
-search runs there with the filter pushed down.
+Opening a generation loads its read model (`ragcore.readmodel`), mapped from the saved arrays
+when they fit the segment, else read from its rows (and saved). A large one gets an HNSW graph
+for its dense vectors (`ragcore.ann`), opened from its file or built on a thread and attached
+when done (exact scans meanwhile). With a Qdrant server (`qdrant_url`) the dense vectors live
+in a collection per generation instead, and dense search runs there, the filter pushed down.
 
 Readers never wait for writers: the live state is a `ragcore.snapshot.Snapshot` (a read
 model, the segment and the generation's name), never changed once published. A change
@@ -46,14 +46,16 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
+from ragcore import ann
 from ragcore.atomic import atomic_write
 from ragcore.docinfo import DocInfo
 from ragcore.documents import DEFAULT_MAX_CHARS, Document
 from ragcore.embedding import Embedder
 from ragcore.errors import IndexError_, IndexInconsistent
+from ragcore.reports import BuildReport, Prepared, RefreshReport
 from ragcore.rows import Progress, RowBuilder, doc_rows, server_points
 from ragcore.segment import FILE as SEGMENT_FILE
 from ragcore.segment import FORMAT, ChunkRow, SegmentFile
@@ -83,39 +85,6 @@ def live_generation(root: Path) -> str | None:
     return name if _GEN.match(name) else None
 
 
-@dataclass
-class BuildReport:
-    generation: str
-    documents: int
-    chunks: int
-    embedded: int
-    seconds: float
-    removed_generations: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Prepared:
-    """A generation written and checked, not yet live."""
-
-    generation: str
-    documents: int
-    chunks: int
-    seconds: float
-
-
-@dataclass
-class RefreshReport:
-    generation: str
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    chunks_embedded: int = 0
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.added or self.updated or self.removed)
-
-
 class Index:
     """The index of one home. Not safe for two processes at once (the owner - the daemon, or
     a CLI command with no daemon - holds the home lock). Within a process, readers take a
@@ -132,6 +101,7 @@ class Index:
         batch_size: int = 64,
         qdrant_url: str | None = None,
         qdrant_location: str | None = None,
+        dense_graph: bool = True,
     ):
         self.root = Path(root)
         self.embedder = embedder
@@ -144,6 +114,8 @@ class Index:
         # qdrant-client's in-process engine, for tests).
         self.qdrant_url = qdrant_url
         self.qdrant_location = qdrant_location
+        self.dense_graph = dense_graph  # False: the exact dense scan at every size
+        self._building: str | None = None  # the generation a dense graph is being built for
         self._lock = threading.RLock()  # writers (and the first open) only
         self._snap: Snapshot | None = None
         self.open_error: Exception | None = None  # why the last open failed (None: it did not)
@@ -212,6 +184,7 @@ class Index:
                 raise IndexError_(f"no index under {self.root}", REBUILD_HINT)
             self._snap = self._load(name)  # the one before stays readable for its readers
             self.open_error = None
+            self._graph_later(self._snap)
 
     def open_in_background(
         self, before: Callable[[], object], then: Callable[[Snapshot | None], object]
@@ -242,7 +215,34 @@ class Index:
 
     def _load(self, name: str) -> Snapshot:
         """Read generation `name` into a snapshot (not published)."""
-        return Snapshot.open(self, name, self._server_for(name), with_dense=not self.server_mode)
+        snap = Snapshot.open(self, name, self._server_for(name), with_dense=not self.server_mode)
+        if not self.dense_graph:
+            snap.model.attach_graph(None)  # not published yet
+        return snap
+
+    def _graph_later(self, snap: Snapshot) -> None:
+        """A large model without its dense graph: build it on a thread, then attach it to
+        the live model if that still has the rows it was built from (ADR 0022)."""
+        if not self.dense_graph or snap.server is not None or not ann.wanted(snap.model):
+            return
+
+        def attach(base, graph) -> None:
+            with self._lock:
+                self._building, live = None, self._snap
+                if live is not None and live.model.base_rows is base:
+                    model = live.model.clone()
+                    model.attach_graph(graph)
+                    self._snap = live.with_model(model)
+
+        self._building = snap.generation
+        ann.build_in_background(snap.model, self.root / snap.generation / ann.FILE, attach)
+
+    def dense_state(self) -> str:
+        """How dense search runs now: graph, building (exact meantime), exact, server, closed."""
+        snap = self._snap
+        if snap is None or snap.server is not None:
+            return "closed" if snap is None else "server"
+        return "graph" if snap.model.graph else "building" if self._building else "exact"
 
     def _ensure_open(self) -> Snapshot:
         snap = self._snap
@@ -351,6 +351,7 @@ class Index:
                 self._snap = snap  # the old snapshot stays readable for searches in flight
             finally:
                 self._switching = None
+            self._graph_later(snap)
             removed = self._clean(keep={prepared.generation, previous} - {None})
             p, seconds = prepared, prepared.seconds + time.perf_counter() - start
             return BuildReport(p.generation, p.documents, p.chunks, p.chunks, seconds, removed)

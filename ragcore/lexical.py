@@ -42,6 +42,7 @@ class BM25Index:
         self._postings = Postings()
         self._total_length = 0.0
         self._lock = threading.Lock()
+        self._norms: np.ndarray | None = None  # each slot's length norm, until a change
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -97,6 +98,7 @@ class BM25Index:
             self._alive[slot] = True
             self._total_length += length
             self._postings.add(slot, terms, tfs)
+            self._norms = None
             self._maybe_compact()
             return slot
 
@@ -111,6 +113,7 @@ class BM25Index:
             self._alive = np.ones(size, dtype=bool)
             self._total_length = float(self._length.sum())
             self._postings.set_base(base)
+            self._norms = None
 
     def remove(self, key: str) -> None:
         with self._lock:
@@ -121,6 +124,7 @@ class BM25Index:
         if slot is None:
             return
         self._total_length -= float(self._length[slot])
+        self._norms = None
         self._length[slot] = 0.0
         self._alive[slot] = False
         self._keys[slot] = None
@@ -143,6 +147,7 @@ class BM25Index:
             self._alive = np.zeros(max(size, 64), dtype=bool)
             self._length[new_slots] = lengths
             self._alive[new_slots] = True
+            self._norms = None
             for key, slot in keys:
                 self._slot[key] = int(slot)
                 self._keys[int(slot)] = key
@@ -162,7 +167,12 @@ class BM25Index:
         if n == 0 or not query_tf:
             return None
         size = len(self._keys)
-        avgdl = max(self._total_length / n, 1e-9)
+        norms = self._norms
+        if norms is None:  # once per state, not per query term: a gather less per term
+            avgdl = max(self._total_length / n, 1e-9)
+            norms = self.k1 * (1.0 - self.b + self.b * self._length / avgdl)
+            self._norms = norms = norms.astype(np.float32)
+        some_dead = n < size  # every slot below size is live when none was removed
         scores = np.zeros(size, dtype=np.float32)
         touched = np.zeros(size, dtype=bool)
         for term, qtf in query_tf.items():
@@ -170,15 +180,15 @@ class BM25Index:
             if postings is None:
                 continue
             slots, tfs = postings
-            live = self._alive[slots]
-            if not live.all():
-                slots, tfs = slots[live], tfs[live]
+            if some_dead:
+                live = self._alive[slots]
+                if not live.all():
+                    slots, tfs = slots[live], tfs[live]
             df = slots.size
             if df == 0:
                 continue
             idf = float(np.log(1.0 + (n - df + 0.5) / (df + 0.5)))
-            norm = self.k1 * (1.0 - self.b + self.b * self._length[slots] / avgdl)
-            scores[slots] += qtf * idf * tfs * (self.k1 + 1.0) / (tfs + norm)
+            scores[slots] += qtf * idf * tfs * (self.k1 + 1.0) / (tfs + norms[slots])
             touched[slots] = True
         return scores, touched
 

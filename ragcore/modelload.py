@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragcore import ann
 from ragcore.arrayfile import ArrayFile, write
 from ragcore.atomic import temp_files
 from ragcore.docinfo import DocInfo
@@ -182,6 +183,7 @@ def _load(
     model = ReadModel.from_arrays(arrays)
     try:
         _save(saved, arrays, {**key, "seq": seq})
+        model.arrays_key = {"uid": uid, "seq": seq}
     except (OSError, ValueError) as exc:  # ValueError: a value marshal cannot write
         why += f"; not saved ({exc})"
     return model, f"segment rows ({why})"
@@ -223,6 +225,9 @@ def _from_saved(
     if changed > replay_limit(int(meta["documents"])):
         raise _Unusable(f"{changed} documents changed since they were taken")
     model = ReadModel.from_arrays(_unpack(meta, saved.arrays(read=_READ)))
+    model.arrays_key = {"uid": meta["uid"], "seq": int(meta["seq"])}
+    if model.with_dense and model.hw >= ann.EXACT_BELOW:  # the graph saved with these arrays
+        model.attach_graph(ann.open_graph(saved.path.with_name(ann.FILE), model.arrays_key))
     if changed:
         _replay(model, segment, int(meta["seq"]))
     if (model.listed_chunks(), model.chunks) != (chunks, chunks):

@@ -12,9 +12,10 @@ the segment's rows or from the arrays saved beside it (`ragcore.modelload`) - an
 in place, one document at a time (`apply`, on a `clone` while the original keeps serving). Tags
 and entities map to document rows (`ragcore.setindex`).
 
-A filter is a boolean mask over slots, built with a few vectorised operations; a filtered
-dense search scores every row with one matrix-vector product and keeps the best of the
-allowed ones: no Python loop over points. Removing a chunk marks its slot dead; when a quarter
+A filter is a boolean mask over slots, built with a few vectorised operations. A dense search
+(`ragcore.dense`) scores every row with one matrix-vector product and keeps the best of the
+allowed ones - or, on a large model with a graph attached (`attach_graph`, `ragcore.ann`),
+rescores the graph's candidates exactly: no Python loop over points either way. Removing a chunk marks its slot dead; when a quarter
 of the slots are dead they are renumbered (a vacuum).
 
 Design and measurements: docs/adr/0008-an-in-memory-read-model-over-a-sqlite-segment.md.
@@ -28,9 +29,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ragcore.ann import DenseGraph
+from ragcore.dense import DenseRows
+from ragcore.dense import search as search_rows
 from ragcore.docinfo import DocInfo
 from ragcore.lexical import BM25Index, SparseIndex
-from ragcore.postings import Base, top
+from ragcore.postings import Base
 from ragcore.segment import ChunkRow
 from ragcore.setindex import SetIndex
 from ragcore.store import Filter
@@ -123,7 +127,11 @@ class ReadModel:
         self._slot_doc = np.zeros(0, dtype=np.int32)
         self._slot_n = np.zeros(0, dtype=np.int32)
         self._alive = np.zeros(0, dtype=bool)
-        self._matrix = np.zeros((0, dim), dtype=np.float32)
+        self._rows = DenseRows(dim)
+        self._graph: DenseGraph | None = None
+        self.vacuums = 0  # renumberings so far (a graph built before one no longer fits)
+        self.arrays_key: dict | None = None  # the saved arrays the base rows are (uid, seq)
+        self._masks: dict[Filter, np.ndarray] = {}  # filter -> its mask, on this state only
         self.bm25 = BM25Index()
         self.sparse = SparseIndex()
         self.has_sparse = False
@@ -153,7 +161,10 @@ class ReadModel:
         new._chunk_slot = dict(self._chunk_slot)
         new._slot_doc, new._slot_n = self._slot_doc, self._slot_n  # written beyond hw only
         new._alive = self._alive.copy()
-        new._matrix = self._matrix  # rows beyond hw only; a growth or a vacuum makes a new one
+        new._rows = self._rows  # written beyond hw only; a vacuum makes new rows
+        new._graph, new.vacuums = self._graph, self.vacuums  # a graph is never changed
+        new.arrays_key = self.arrays_key
+        new._masks = {}
         new.bm25 = self.bm25.clone()
         new.sparse = self.sparse.clone()
         new.has_sparse = self.has_sparse
@@ -262,10 +273,6 @@ class ReadModel:
         self._slot_doc = np.concatenate([self._slot_doc, np.zeros(grow, dtype=np.int32)])
         self._slot_n = np.concatenate([self._slot_n, np.zeros(grow, dtype=np.int32)])
         self._alive = np.concatenate([self._alive, np.zeros(grow, dtype=bool)])
-        if self.with_dense:
-            matrix = np.zeros((cap, self.dim), dtype=np.float32)
-            matrix[: self._matrix.shape[0]] = self._matrix
-            self._matrix = matrix
 
     def _put_slot(self, chunk_id: str, doc_row: int, n: int, dense, terms, tfs, sparse) -> int:
         slot = self.hw
@@ -277,7 +284,7 @@ class ReadModel:
         self._slot_n[slot] = n
         self._alive[slot] = True
         if self.with_dense:
-            self._matrix[slot] = dense
+            self._rows.put(slot, dense)
         self.bm25.add_arrays(chunk_id, terms, tfs, slot=slot)
         if sparse:
             self.sparse.add(slot, sparse)
@@ -311,6 +318,7 @@ class ReadModel:
                 )
             self._doc_slots[info.id] = slots
         self.revision = next(_REVISIONS)
+        self._masks = {}
         if self.hw > 1000 and self.hw - self.chunks > VACUUM_DEAD_FRACTION * self.hw:
             self.vacuum()
 
@@ -334,7 +342,7 @@ class ReadModel:
         model._slot_doc, model._slot_n = a.slot_doc, a.slot_n
         model._alive = np.ones(n, dtype=bool)
         if a.with_dense:
-            model._matrix = a.matrix if a.matrix is not None else np.zeros((0, a.dim), "f4")
+            model._rows = DenseRows(a.dim, a.matrix)
         model.bm25.load_base(a.chunk_ids, a.lengths, a.lexical)
         if a.sparse is not None and a.sparse_alive is not None:
             model.sparse.load_base(a.sparse_alive, a.sparse)
@@ -353,6 +361,8 @@ class ReadModel:
     def vacuum(self) -> None:
         """Renumber the live slots 0..n-1 and drop the dead ones everywhere."""
         live = np.flatnonzero(self._alive[: self.hw])
+        self.vacuums += 1
+        self._masks = {}
         mapping = np.full(max(self.hw, 1), -1, dtype=np.int64)
         mapping[live] = np.arange(live.size)
         size = int(live.size)
@@ -367,13 +377,14 @@ class ReadModel:
             new = np.zeros(cap, dtype=dtype)
             new[:size] = getattr(self, name)[live]
             setattr(self, name, new)
+        if self._graph is not None:
+            cover = int(np.count_nonzero(self._alive[: self._graph.cover]))
+            self._graph = self._graph.remap(mapping, cover)
         alive = np.zeros(cap, dtype=bool)
         alive[:size] = True
         self._alive = alive
         if self.with_dense:
-            matrix = np.zeros((cap, self.dim), dtype=np.float32)
-            matrix[:size] = self._matrix[live]
-            self._matrix = matrix
+            self._rows = self._rows.compacted(live)
         self.hw = size
 
     # -- reads --------------------------------------------------------------------------------
@@ -388,9 +399,25 @@ class ReadModel:
         return self._doc_slots.get(doc_id, [])
 
     def mask(self, flt: Filter | None) -> np.ndarray | None:
-        """Which slots the filter allows (dead slots never), or None for "every live slot"."""
+        """Which slots the filter allows (dead slots never), or None for "every live slot".
+        Kept per filter on this model (a published model never changes; a clone starts with
+        none): every search with the default filters reuses one mask, read-only."""
         if flt is None or flt.is_empty():
             return None
+        masks = self._masks
+        try:
+            found = masks.get(flt)
+        except TypeError:  # a filter built with lists: not hashable, computed each time
+            return self._mask(flt)
+        if found is None:
+            found = self._mask(flt)
+            found.flags.writeable = False
+            if len(masks) >= 8:
+                masks.clear()
+            masks[flt] = found
+        return found
+
+    def _mask(self, flt: Filter) -> np.ndarray:
         rows = np.ones(len(self._row_doc), dtype=bool)
         n = rows.size
         for name, values in (
@@ -420,23 +447,34 @@ class ReadModel:
     def dense_search(
         self, vector: np.ndarray, limit: int, mask: np.ndarray | None
     ) -> list[tuple[str, float]]:
-        """Cosine top `limit` (chunk id, score) among the allowed slots: one matrix-vector
-        product over every row, then the best of the allowed ones."""
+        """Cosine top `limit` (chunk id, score) among the allowed slots (`ragcore.dense`:
+        exact, or the graph's candidates rescored exactly)."""
         if self.hw == 0:
             return []
-        scores = self._matrix[: self.hw] @ np.asarray(vector, dtype=np.float32)
         allowed = self._alive[: self.hw] if mask is None else mask
-        candidates = np.flatnonzero(allowed)
-        return [
-            (self._slot_chunk[s], score) for s, score in top(candidates, scores[candidates], limit)
-        ]  # type: ignore[misc]
+        hits = search_rows(self._rows, self._graph, vector, limit, allowed, self.hw)
+        return [(self._slot_chunk[s], score) for s, score in hits]  # type: ignore[misc]
+
+    @property
+    def graph(self) -> DenseGraph | None:
+        return self._graph
+
+    @property
+    def base_rows(self) -> np.ndarray:
+        """The dense rows the model was loaded with (slots 0..n-1; a graph's keys)."""
+        return self._rows.base
+
+    def attach_graph(self, graph: DenseGraph | None) -> None:
+        """Search dense vectors on `graph` (built over this model's slots 0..graph.cover-1,
+        before any vacuum since): on a clone about to be published."""
+        self._graph = graph
 
     def vectors(self, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
         out = {}
         for cid in chunk_ids:
             slot = self._chunk_slot.get(cid)
             if slot is not None and self.with_dense:
-                out[cid] = self._matrix[slot]
+                out[cid] = self._rows.row(slot)
         return out
 
     def lexical_search(self, query_tf, limit: int, mask) -> list[tuple[str, float]]:

@@ -132,8 +132,15 @@ class Memory:
                 writable_sources=self.writable_sources(),
                 max_chars=int(self.cfg.max_chars),
                 qdrant_url=self.cfg.qdrant_url or None,
+                dense_graph=str(self.cfg.dense_graph).lower() not in ("off", "0", "false", "no"),
             )
         return self._index
+
+    def dense_state(self) -> str:
+        """How dense search runs (`Index.dense_state`); "closed" while no index is made: this
+        makes none, so it answers even when the embedder cannot be made (`/health`)."""
+        index = self._index
+        return "closed" if index is None else index.dense_state()
 
     def writable_sources(self) -> list[str]:
         """The sources whose documents are writable: every KB but those added read-only."""

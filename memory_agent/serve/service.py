@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from memory_agent import __version__, limits
+from memory_agent import limits
 from memory_agent.config import endpoint_of
 from memory_agent.errors import Conflict, Invalid
 from memory_agent.index.memory import Memory
@@ -38,7 +38,7 @@ from memory_agent.recall import injection as recall_mod
 from memory_agent.recall import reads
 from memory_agent.recall.gc import plan
 from memory_agent.recall.reads import run_search
-from memory_agent.serve import browse, kb_admin
+from memory_agent.serve import browse, health, kb_admin
 from memory_agent.serve.gate_runs import GateRuns
 from memory_agent.serve.model import ModelLoader
 from memory_agent.serve.remote_runs import KbRemotes, RemoteRuns
@@ -480,21 +480,9 @@ class Service:
         """Wait for the model, bring the index in line with the files, answer the status."""
         return self._write(self.memory.status)
 
+    def rebuilding(self) -> bool:
+        return self._rebuild_lock.locked()
+
     def health(self) -> dict[str, Any]:
-        """Always answers, at once: touches neither the model nor the store."""
-        return {
-            "status": "ok",
-            "version": __version__,
-            "pid": os.getpid(),
-            "uptime_s": round(time.time() - self.started, 1),
-            "home": str(self.memory.home),
-            "embedder": self.memory.cfg.embedder,
-            "embedding_endpoint": endpoint_of(self.memory.cfg),
-            "model": self.model.state,
-            "model_loaded": self.model.loaded,
-            "model_error": self.model.error,
-            "model_fix": self.model.fix or None,
-            "repair_error": self.repair_error,
-            "generation": self.memory.current_generation(),
-            "rebuilding": self._rebuild_lock.locked(),
-        }
+        """Always answers, at once: touches neither the model nor the store (`serve.health`)."""
+        return health.health(self)

@@ -1,0 +1,76 @@
+"""The same collection on a Qdrant server (issue 30): with a `url`, the store creates the
+collection of `QdrantStore.schema` (HNSW over int8 vectors in RAM, float32 originals on disk
+for the rescoring) with a keyword payload index per filter field, and searches with the int8
+candidates rescored exactly - checked on a recording client, since no server runs here; the
+same code on qdrant-client's local engine answers exact searches (tests/ragcore/
+test_read_model.py runs every filter through it)."""
+
+import numpy as np
+import pytest
+
+from ragcore.store import FILTER_FIELDS, Filter, QdrantStore
+
+qdrant_client = pytest.importorskip("qdrant_client", reason="the server path needs the extra")
+models = qdrant_client.models
+
+
+class Recording:
+    """Stands in for `QdrantClient(url=...)`: records what the store asks of a server."""
+
+    calls: list = []
+
+    def __init__(self, **kwargs):
+        Recording.calls = [("connect", kwargs)]
+        self._exists = False
+
+    def collection_exists(self, name):
+        return self._exists
+
+    def create_collection(self, name, **kwargs):
+        self._exists = True
+        Recording.calls.append(("create_collection", kwargs))
+
+    def create_payload_index(self, name, field, field_schema):
+        Recording.calls.append(("create_payload_index", field, field_schema))
+
+    def query_points(self, name, **kwargs):
+        Recording.calls.append(("query_points", kwargs))
+        return type("Reply", (), {"points": []})()
+
+    def close(self):
+        pass
+
+
+def test_a_server_collection_is_int8_hnsw_with_rescoring_and_a_payload_index_per_field(
+    monkeypatch,
+):
+    monkeypatch.setattr(qdrant_client, "QdrantClient", Recording)
+    store = QdrantStore(url="http://qdrant.example:6333", collection="memory-agent-x-gen-000001")
+    store.create(384)
+    (_, created), *indexes = Recording.calls[1:]
+    dense = created["vectors_config"]["dense"]
+    assert (dense.size, dense.distance, dense.on_disk) == (384, models.Distance.COSINE, True)
+    assert (created["hnsw_config"].m, created["hnsw_config"].ef_construct) == (16, 128)
+    scalar = created["quantization_config"].scalar
+    assert scalar.type == models.ScalarType.INT8 and scalar.always_ram
+    assert [i[1] for i in indexes] == list(FILTER_FIELDS)
+    assert {i[2] for i in indexes} == {models.PayloadSchemaType.KEYWORD}
+    store.search(np.ones(384, dtype=np.float32), 100, Filter(statuses=("active",)))
+    _, query = Recording.calls[-1]
+    assert query["search_params"].quantization.rescore is True
+    assert query["search_params"].quantization.oversampling >= 2
+    assert query["search_params"].hnsw_ef >= 100
+    assert query["query_filter"] is not None  # pushed down
+
+
+def test_the_local_engine_takes_the_same_schema_and_answers_exactly(tmp_path):
+    store = QdrantStore(location=str(tmp_path / "q"), collection="c")
+    store.create(8)
+    rng = np.random.default_rng(2)
+    vectors = rng.standard_normal((50, 8)).astype(np.float32)
+    store.upsert([(f"d{i}#0", v, {"status": "active"}) for i, v in enumerate(vectors)])
+    q = vectors[7] / np.linalg.norm(vectors[7])
+    got = [c for c, _ in store.search(q, 5)]
+    norms = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    assert got == [f"d{i}#0" for i in np.argsort(-(norms @ q))[:5]]
+    store.close()

@@ -148,6 +148,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  {r['pending']} unfinished write(s) will be completed by the next write")
         if r.get("degraded"):
             print(f"  ({r['degraded']})")
+        print_waiting(r.get("remote") or {})
         clients = r.get("clients") or {}
         for name, last in clients.items():
             print(f"  agent {name:12s} last hook event {last['event']} at {last['at']}")
@@ -155,6 +156,26 @@ def cmd_status(args: argparse.Namespace) -> int:
             print("  no agent hook has run yet (see `memory-agent connect`)")
 
     return emit(args, reply, human)
+
+
+def print_waiting(remote: dict) -> None:
+    """What sync left for a person, in `status`: each KB's forks and variants, and the ids its
+    rounds renamed since a person last looked (`memory-agent sync` or `remote` shows more)."""
+    from memory_agent.cli.sync import fork_line, renamed_line, when
+
+    for kb in [remote, *(remote.get("kbs") or [])]:
+        if not kb.get("remote"):
+            continue
+        name = f" (kb {kb['kb']})" if kb.get("kb") not in (None, "personal") else ""
+        print(f"  remote{name} {kb['remote']}: last sync {when(kb.get('last_sync'))}")
+        if kb.get("last_error"):
+            print(f"      ! {kb['last_error']['code']}: {kb['last_error']['message']}")
+        for x in (kb.get("since_last_look") or {}).get("renamed") or []:
+            print("    " + renamed_line(x).strip())
+        for fork in kb.get("forks") or []:
+            print("    " + fork_line(fork).strip())
+        for v in kb.get("variants") or []:
+            print(f"    variant: kb/{v['variant']} (another machine's text of {v['path']})")
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:

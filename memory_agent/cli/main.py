@@ -239,6 +239,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
     p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
 
+    p = command(
+        "resolve",
+        entries.cmd_resolve,
+        "resolve a fork: keep one of two successors, or merge both (preview first)",
+        "An entry two machines superseded is a fork: its superseded_by lists two successors "
+        "(`remote` and `status` list them). Without --keep or --merge, show both. --keep ID "
+        "names the successor to keep and archives the other (its reason names the fork); "
+        "--merge writes a new entry from --title and --body (or stdin) that supersedes both. "
+        "Either way the old entry names one successor again, in one commit that syncs like "
+        "any write. Without --confirm, show the files as they would be written.",
+    )
+    p.add_argument("id", help="the entry that was superseded twice")
+    p.add_argument("--keep", metavar="ID", help="the successor to keep (the other is archived)")
+    p.add_argument("--merge", action="store_true", help="write a new entry that supersedes both")
+    p.add_argument("--title", help="with --merge: the new entry's title")
+    p.add_argument("--body", help="with --merge: the new entry's text (default: read stdin)")
+    p.add_argument("--reason", help="with --keep: why (added to the archived one's reason)")
+    p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
+    p.add_argument("--request-id", help="retrying with the same id returns the first reply")
+
     p = command("archive", entries.cmd_archive, "retire an entry with a reason (preview first)")
     p.add_argument("id", help="the id of the entry to retire")
     p.add_argument("--reason", required=True, help="why it is retired (kept in the file)")

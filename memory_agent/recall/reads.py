@@ -1,4 +1,5 @@
-"""The read side of the tools: search, get, history. Each takes the `Memory` it reads from.
+"""The read side of the tools: search and get (history: `memory_agent.recall.history`). Each
+takes the `Memory` it reads from.
 
 Search is relevance from ragcore, then the dynamics of `memory_agent.recall.ranking` on top; it
 returns, with its hits, the channel that ranked each one best (for the usage log). A search
@@ -18,7 +19,7 @@ from memory_agent import limits
 from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import parse_time
 from memory_agent.errors import Invalid, NotFound, NotReady
-from memory_agent.kb.entries import ENTRY_TYPES, MAX_LINKS_READ, read_entry
+from memory_agent.kb.entries import ENTRY_TYPES, MAX_LINKS_READ
 from memory_agent.kb.files import read_kb_entry
 from memory_agent.kb.kbs import kb_of_source, split_id
 from memory_agent.kb.scopes import search_scopes
@@ -47,7 +48,6 @@ __all__ = [
     "check_search",
     "default_filter",
     "get",
-    "history",
     "rank",
     "run_search",
     "search",
@@ -334,64 +334,6 @@ def search(memory: Memory, query: str, **kwargs: Any) -> dict[str, Any]:
     """`run_search`'s reply alone (for callers that log no usage: the CLI without a daemon,
     experiments, tests)."""
     return run_search(memory, query, **kwargs).reply
-
-
-def history(memory: Memory, entry_id: str) -> dict[str, Any]:
-    """The supersede chain through `entry_id`, oldest first, read from the files."""
-    memory.require_home()
-    limits.check_text("id", entry_id, limits.MAX_ID, required=True, one_line=True)
-    if memory.find_path(entry_id) is None:
-        raise NotFound(f"no entry with id {entry_id!r}")
-    place = memory.kbs.get(split_id(entry_id)[0])  # the chain stays in the KB it names
-    paths: dict[str, Path | None] = {}
-
-    def path_of(eid: str) -> Path | None:  # a file per step, never a walk of the whole KB
-        if eid not in paths:
-            paths[eid] = memory.find_path(place.qualify(eid)) if isinstance(eid, str) else None
-        return paths[eid]
-
-    def load(eid: str):
-        path = path_of(eid)
-        return read_entry(path) if path is not None else None
-
-    first = load(place.local(entry_id))
-    seen = {place.local(entry_id)}
-    while first is not None and first.extra.get("supersedes"):
-        prev = next(
-            (p for p in first.extra["supersedes"] if p not in seen and path_of(p) is not None),
-            None,
-        )
-        if prev is None:
-            break
-        seen.add(prev)
-        first = load(prev)
-    chain, current, visited = [], first, set()
-    while current is not None and current.id not in visited:
-        visited.add(current.id)
-        step = {
-            "id": place.qualify(current.id),
-            "title": current.title,
-            "type": current.type,
-            "status": current.status,
-            "created": current.created,
-        }
-        for key in ("superseded_by", "superseded_at", "archived_at", "archive_reason"):
-            if key in current.extra:
-                step[key] = current.extra[key]
-        later = place.qualify_ids(step.get("superseded_by"))  # ids as the tools name them
-        successors = later if isinstance(later, list) else [later] if later else []
-        step.update({"superseded_by": later} if "superseded_by" in step else {})
-        if current.status == "superseded":
-            step["reason"] = f"superseded by {', '.join(map(str, successors))}" + (
-                " (a fork: two machines superseded it; supersede one successor with the other)"
-                if len(successors) > 1
-                else ""
-            )
-        elif current.status == "archived":
-            step["reason"] = current.extra.get("archive_reason")
-        chain.append(step)
-        current = load(successors[0]) if successors else None  # a fork: the first successor
-    return {"id": entry_id, "chain": chain}
 
 
 def _episode(memory: Memory, entry_id: str) -> dict[str, Any]:

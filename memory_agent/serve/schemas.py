@@ -23,6 +23,7 @@ __all__ = [
     "ImportanceReply",
     "ProposalsReply",
     "RejectReply",
+    "ResolveReply",
     "SearchReply",
     "StatusReply",
     "SupersedeReply",
@@ -193,6 +194,26 @@ class ArchiveReply(TypedDict):
 
 
 @with_config(_OPEN)
+class ResolveReply(TypedDict):
+    status: Annotated[
+        Literal["preview", "resolved", "duplicate"],
+        Field(description="preview: nothing written yet. resolved: one commit written."),
+    ]
+    id: Annotated[str, Field(description="The entry that was forked.")]
+    kept: NotRequired[Annotated[str, Field(description="The successor kept (keep).")]]
+    merged_into: NotRequired[Annotated[str, Field(description="The new entry (merge).")]]
+    archived: Annotated[list[str], Field(description="Successors archived, naming the fork.")]
+    superseded: Annotated[list[str], Field(description="Successors the merge supersedes.")]
+    preview: NotRequired[Preview]
+    next: NotRequired[str]
+    commit: NotRequired[Commit]
+    generation: NotRequired[Generation]
+    duplicate_of: NotRequired[str]
+    score: NotRequired[float]
+    match: NotRequired[Literal["exact", "near"]]
+
+
+@with_config(_OPEN)
 class ImportanceReply(TypedDict):
     id: Id
     importance: Annotated[int, Field(ge=1, le=10)]
@@ -206,17 +227,27 @@ class HistoryStep(TypedDict):
     type: str
     status: str
     created: str
+    supersedes: NotRequired[Annotated[list[str], Field(description="Ids this step replaced.")]]
     superseded_by: NotRequired[str | list[str]]
     superseded_at: NotRequired[str]
     archived_at: NotRequired[str]
     archive_reason: NotRequired[str]
     reason: NotRequired[Annotated[str, Field(description="Why the step ended.")]]
+    branch: NotRequired[
+        Annotated[
+            bool,
+            Field(description="Off the line from the first entry to the current one (a fork)."),
+        ]
+    ]
 
 
 @with_config(_OPEN)
 class HistoryReply(TypedDict):
     id: Id
-    chain: Annotated[list[HistoryStep], Field(description="Oldest first.")]
+    chain: Annotated[
+        list[HistoryStep],
+        Field(description="Every entry of the supersede graph through it, oldest first."),
+    ]
 
 
 @with_config(_OPEN)

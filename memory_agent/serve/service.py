@@ -36,6 +36,7 @@ from memory_agent.kb.scopes import project_named
 from memory_agent.recall import injection as recall_mod
 from memory_agent.recall import reads
 from memory_agent.recall.gc import plan
+from memory_agent.recall.history import history
 from memory_agent.recall.reads import run_search
 from memory_agent.serve import browse, kb_admin
 from memory_agent.serve.gate_runs import GateRuns
@@ -323,7 +324,7 @@ class Service:
 
     def history(self, entry_id: str) -> dict[str, Any]:
         self.touch()
-        return reads.history(self.memory, entry_id)  # reads the files; no lock
+        return history(self.memory, entry_id)  # reads the files; no lock
 
     def gc(self, *, dry_run: bool = True, confirm: bool = False) -> dict[str, Any]:
         self.touch()
@@ -399,6 +400,9 @@ class Service:
 
     def archive(self, **kwargs: Any) -> dict[str, Any]:
         return self._write(self._gateway_of(kwargs.get("entry_id")).archive, **kwargs)
+
+    def resolve_fork(self, **kwargs: Any) -> dict[str, Any]:
+        return self._write(self._gateway_of(kwargs.get("entry_id")).resolve_fork, **kwargs)
 
     def _gateway_of(self, entry_id: Any) -> Gateway:
         """The gateway of the KB an id names (`team:x`; a bare id: personal)."""

@@ -370,8 +370,8 @@ class Service:
         self.model.wait()  # the index refresh after a pull needs the model
         return kb_admin.sync(self.memory, self.remote, kb)
 
-    def remote_status(self) -> dict[str, Any]:
-        return kb_admin.remote_status(self.remote)
+    def remote_status(self, look: bool = False) -> dict[str, Any]:
+        return kb_admin.remote_status(self.remote, look)  # look: a person looks now
 
     # -- the knowledge bases of the home (`serve.kb_admin`) ---------------------------------
     def kb_list(self) -> dict[str, Any]:

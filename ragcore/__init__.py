@@ -37,7 +37,7 @@ from ragcore.errors import (
     RagcoreError,
 )
 from ragcore.evaluate import EvalReport, evaluate, metrics, metrics_by
-from ragcore.fusion import FusionConfig
+from ragcore.fusion import FusionConfig, query_language
 from ragcore.index import BuildReport, Index, RefreshReport, live_generation
 from ragcore.search import Hit, SearchConfig, SearchResult, search, snippets_of
 from ragcore.snapshot import Consistency
@@ -78,6 +78,7 @@ __all__ = [
     "metrics",
     "metrics_by",
     "normalize_text",
+    "query_language",
     "scan_markdown",
     "search",
     "snippets_of",

@@ -82,13 +82,14 @@ def cmd_search(args: argparse.Namespace) -> int:
         as_of=args.as_of,
         scope=args.scope,
         kb=args.kb,
+        min_score=args.min_score,
     )
 
     def human(r: dict) -> None:
         if r.get("degraded"):
             print(f"(degraded: {r['degraded']})")
         if not r["hits"]:
-            print("no matches")
+            print("no matches" + (" at or above --min-score" if args.min_score is not None else ""))
         for n, h in enumerate(r["hits"], start=1):
             ro = "" if h["writable"] else f" [read-only: {h['source']}]"
             if h.get("kb") not in (None, "personal"):
@@ -97,9 +98,11 @@ def cmd_search(args: argparse.Namespace) -> int:
                 ro += f" [{h['scope']}]"
             if h.get("status") == "archived":
                 ro += " [archived]"
+            similar = h.get("similarity")
+            similar = f" (similarity {similar:.2f})" if similar is not None else ""
             print(
-                f"{n:2d}. {h['score']:.3f}  {h['id']}  ({h['type']}){ro}\n    {h['title']}\n"
-                f"    {h['snippet']}"
+                f"{n:2d}. {h['score']:.3f}{similar}  {h['id']}  ({h['type']}){ro}\n"
+                f"    {h['title']}\n    {h['snippet']}"
             )
             if "why" in h:
                 signals = ", ".join(f"{k} {v:+.3f}" for k, v in h["why"]["signals"].items() if v)
@@ -112,6 +115,11 @@ def cmd_search(args: argparse.Namespace) -> int:
                         f"      {name:8s} rank {c['rank']:3d}  score {c['score']:.4f}  "
                         f"contributes {c['contribution']:.4f}"
                     )
+        if r.get("elsewhere"):
+            print(
+                f"more in other projects: {', '.join(r['elsewhere'])} have entries about this "
+                "(--scope all, or --scope NAME)"
+            )
 
     return emit(args, reply, human)
 

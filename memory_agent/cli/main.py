@@ -171,6 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--explain", action="store_true", help="show each channel's rank and every ranking signal"
     )
     p.add_argument(
+        "--min-score",
+        type=float,
+        metavar="SIMILARITY",
+        help="leave out hits less similar than this (absolute, -1 to 1; MiniLM: 0.3 keeps what "
+        "is about the query)",
+    )
+    p.add_argument(
         "--scope",
         help="where to look: project (default: the working directory's project and global), "
         "global, all, or a project's name or identity (that project and global)",

@@ -26,6 +26,7 @@ from memory_agent.kb.scopes import search_scopes
 from memory_agent.recall import policy
 from memory_agent.recall.edges import neighbours_of
 from memory_agent.recall.ranking import Ranked, _ts, rerank
+from memory_agent.recall.similarity import check_min_score, covers, judge, similarities
 from memory_agent.recall.stages import in_two_stages
 from ragcore import (
     DocumentError,
@@ -50,6 +51,7 @@ __all__ = [
     "get",
     "rank",
     "run_search",
+    "similarities",
     "search",
     "standing_at",
 ]
@@ -143,7 +145,10 @@ def rank(
     embedding: Embedding | None = None,
 ) -> Found:
     """ragcore's relevance, then the memory's dynamics (`memory_agent.recall.ranking`): the
-    path every search takes - the tools, the CLI and `memory-agent eval`."""
+    path every search takes - the tools, the CLI and `memory-agent eval`. Each hit also says
+    its `similarity` (`similarities`): relevance is relative to the best hit, it is not."""
+    if use_dense and embedding is None:  # embedded here once: the similarities need it too
+        embedding = index.embedder.embed_query(query.strip())
     result = relevance(
         index,
         query,
@@ -196,6 +201,7 @@ def rank(
         elif r.doc_id in pulled and not r.snippet:
             text = " ".join((index.preview(r.doc_id) or r.payload.get("title", "")).split())
             r.snippet = text if len(text) <= 240 else text[:239] + "…"
+    similar = similarities(index, query, embedding, [r.doc_id for r in ranked], result.hits)
     hits = []
     for r in ranked:
         p = r.payload
@@ -210,6 +216,7 @@ def rank(
             "kb": kb_of_source(p.get("source")),
             "writable": bool(p.get("writable")),
             "scope": str(p.get("scope") or "global"),
+            "similarity": similar.get(r.doc_id),
         }
         if explain:
             s = stats.get(r.doc_id)
@@ -287,15 +294,20 @@ def run_search(
     project: str | None = None,
     kb: str | None = None,
     ranker: Executor | None = None,
+    min_score: float | None = None,
 ) -> Found:
     """`as_of` ("YYYY-MM-DD") answers from the entries as they stood at the end of that day:
     created by then, and not yet superseded or archived then (the lifecycle is judged by its
     dates, not the status). `scope` (None: "project") and `project` (the session's project
     identity, None outside one): which scopes it reads (`kb.scopes.search_scopes`). `kb`: one.
+    `min_score`: hits whose `similarity` is below it are left out (absolute, unlike `score`).
+    When nothing in the project's scope reaches it (or the embedder's injection floor), the
+    reply's `elsewhere` names the other projects whose entries do - "more in other projects".
 
     `ranker` (the daemon's): the search in two stages (`recall.stages`), after this thread has
     refreshed the index."""
     cutoff = check_search(query, limit, types, tags, as_of)
+    min_score = check_min_score(min_score)
     scopes = search_scopes(scope, project, memory.kb_dir)
     with memory.session():
         if use_dense:
@@ -310,7 +322,7 @@ def run_search(
         sources = memory.search_sources(include_readonly, include_episodes)
         sources = (memory.kbs.get(kb).source,) if kb else sources  # pushed down as a source
 
-        def ranked(embedding: Embedding | None) -> Found:
+        def ranked(embedding: Embedding | None, scopes: Any = scopes) -> Found:
             index = memory.index.snapshot()  # one state for the whole search; no lock
             doc_ids = standing_at(index, cutoff) if cutoff is not None else None
             flt = default_filter(types, tags, include_archived, doc_ids, sources, scopes)
@@ -327,7 +339,19 @@ def run_search(
                 embedding=embedding,
             )
 
-        return in_two_stages(memory, query, ranked, ranker, use_dense)
+        found = in_two_stages(memory, query, ranked, ranker, use_dense)
+        judge(
+            found.reply,
+            min_score=min_score,
+            embedder=str(memory.cfg.embedder),
+            covered=covers(memory.index, query),
+            dense=use_dense,
+            scopes=scopes if scope in (None, "project") else None,
+            elsewhere=lambda: in_two_stages(memory, query, lambda e: ranked(e, None), ranker).reply[
+                "hits"
+            ],
+        )
+        return found
 
 
 def search(memory: Memory, query: str, **kwargs: Any) -> dict[str, Any]:

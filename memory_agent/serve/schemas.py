@@ -77,7 +77,23 @@ class Hit(TypedDict):
         ),
     ]
     status: Annotated[str, Field(description="active or archived (superseded never shows)")]
-    score: Annotated[float, Field(description="Relevance plus the ranking signals.")]
+    score: Annotated[
+        float,
+        Field(
+            description="Relevance plus the ranking signals; relative: the best hit of any "
+            "search scores about 1, whether it answers it or not."
+        ),
+    ]
+    similarity: NotRequired[
+        Annotated[
+            float | None,
+            Field(
+                description="Absolute: the cosine of the query and the hit's closest passage "
+                "(MiniLM: unrelated text near 0, a close paraphrase above 0.5); null while the "
+                "model loads."
+            ),
+        ]
+    ]
     snippet: Annotated[str, Field(description="The best matching passage, shortened.")]
     source: Annotated[
         str | None,
@@ -109,6 +125,15 @@ class SearchReply(TypedDict):
     generation: Generation
     degraded: NotRequired[
         Annotated[str, Field(description="Set while the model loads: keyword matching only.")]
+    ]
+    elsewhere: NotRequired[
+        Annotated[
+            list[str],
+            Field(
+                description="Nothing in this project's scope matched well, but entries of these "
+                "other projects do: search again with scope all (or a project's name)."
+            ),
+        ]
     ]
 
 

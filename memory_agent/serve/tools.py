@@ -156,6 +156,15 @@ def build_server(service: Service) -> MCPServer:
                 max_length=32,
             ),
         ] = None,
+        min_score: Annotated[
+            float | None,
+            Field(
+                description="Leave out hits whose `similarity` (absolute, unlike `score`) is "
+                "below this, e.g. 0.3: an empty answer then means the memory has nothing on it.",
+                ge=-1,
+                le=1,
+            ),
+        ] = None,
         ctx: Context | None = None,
     ) -> schemas.SearchReply:
         """Search the memory (knowledge base + read-only project docs) by meaning and keywords.
@@ -166,7 +175,9 @@ def build_server(service: Service) -> MCPServer:
         `degraded` in the reply means the model is still loading and only keyword matching
         was used; search again in a few seconds for the full result. Each hit's `scope` says
         whether it holds everywhere (global) or in one project; another project's entries
-        appear only with `scope: all` or its name.
+        appear only with `scope: all` or its name (`elsewhere` names the projects that have
+        something when this one has nothing). `score` ranks the hits of one search; the
+        absolute `similarity` says whether the best of them is about the query at all.
         """
         return service.search(
             query,
@@ -182,6 +193,7 @@ def build_server(service: Service) -> MCPServer:
             explain=explain,
             as_of=as_of,
             kb=kb,
+            min_score=min_score,
         )
 
     @tool("Read one entry", READ)

@@ -61,6 +61,14 @@ def cmd_init(args: argparse.Namespace) -> int:
                 "pip install 'memory-agent[bge-m3]' (torch==2.13.0 first for the CPU build), "
                 "then memory-agent init --embedder bge-m3 and memory-agent rebuild)"
             )
+        if not getattr(args, "print_config", False):
+            print(
+                "\nNext, connect your agent (a preview of the change to its settings files "
+                "first, then --confirm):\n  memory-agent connect claude-code   (or codex, "
+                "opencode, cursor)\n`memory-agent init --print-config` prints the same settings "
+                "to paste by hand; `memory-agent --help` lists every command by job."
+            )
+            return
         print("\nConnect your agent (the proxy starts the daemon when needed):")
         for name, text in r["mcp"].items():
             print(f"\n# {name}\n{text}")
@@ -86,6 +94,13 @@ def cmd_connect(args: argparse.Namespace) -> int:
 
     cfg = config_mod.load({"home": args.home})
     reply = connect(args.agent, cfg.home_dir, confirm=args.confirm, remove=args.remove)
+    reply["home"], reply["home_exists"] = str(cfg.home_dir), (cfg.home_dir / "kb").is_dir()
+    if not reply["home_exists"] and not args.remove:  # a typo in --home, or no init yet
+        reply["notes"].insert(
+            0,
+            f"there is no memory at {cfg.home_dir} yet: until `memory-agent init --home "
+            f"{cfg.home_dir}` makes it, every memory tool answers not_ready (a typo in --home?)",
+        )
 
     def human(r: dict) -> None:
         for f in r["files"]:

@@ -9,6 +9,7 @@ import sys
 
 from memory_agent import __version__
 from memory_agent.cli import entries, evaluate, home, imports, sync
+from memory_agent.cli.groups import grouped
 
 EMBEDDERS = ("minilm", "bge-m3")
 
@@ -51,21 +52,26 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="memory-agent",
+        usage="memory-agent [--home HOME] COMMAND ... (memory-agent COMMAND --help)",
         description="Long-term memory for coding agents: a Markdown knowledge base in git, "
         "searched through a resident daemon over MCP.",
-        epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--home", help=HOME_HELP)
     parser.add_argument("--version", action="version", version=f"memory-agent {__version__}")
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        parser_class=_Parser,
+        help=argparse.SUPPRESS,
     )
+    helps: dict[str, str] = {}  # listed by job (GROUPS) in the epilog
 
     def command(name: str, func, help: str, description: str | None = None):
+        helps[name] = help
         p = sub.add_parser(
             name,
-            help=help,
             description=description or help,
             epilog=EXIT_CODES,
             formatter_class=_Help,
@@ -98,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--no-index", action="store_true", help="do not start the daemon to build the index now"
+    )
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="also print the MCP server, hook and permission settings to paste by hand "
+        "(`memory-agent connect AGENT` merges them for you; --json always has them)",
     )
 
     p = command(
@@ -360,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "web",
         home.cmd_web,
-        "run the regulation Q&A web app (legal_web) on 127.0.0.1",
+        "the regulation Q&A web app (legal_web, a separate app on ragcore) on 127.0.0.1",
         "Serve the policy/regulation Q&A app: a page and a JSON API answering "
         "questions from knowledge bases of regulation documents, with cited passages. Prints "
         "the URL; Ctrl-C stops it.",
@@ -436,6 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(LoCoMo: --by category)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.epilog = "commands, by job:\n\n" + grouped(helps) + "\n" + EXIT_CODES
     return parser
 
 

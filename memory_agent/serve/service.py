@@ -299,10 +299,10 @@ class Service:
         found = run_search(self.memory, query, ranker=self.rankers, **kwargs)
         return self.usage.record_search(query, found, t, caller)
 
-    def get(self, entry_id: str) -> dict[str, Any]:
+    def get(self, entry_id: str, caller: str | None = None) -> dict[str, Any]:
         self.touch()
         reply = reads.get(self.memory, entry_id)  # reads the file; no lock
-        self.usage.record("get", entry=reply["id"])
+        self.usage.record_get(reply["id"], caller)  # a person's look is logged apart
         return reply
 
     def set_importance(self, entry_id: str, importance: int, note: str | None) -> dict[str, Any]:

@@ -197,13 +197,13 @@ def build_server(service: Service) -> MCPServer:
         )
 
     @tool("Read one entry", READ)
-    def memory_get(id: IdArg) -> schemas.EntryReply:
+    def memory_get(id: IdArg, ctx: Context | None = None) -> schemas.EntryReply:
         """Read one entry in full, by the id a search returned.
 
         If `status` is superseded, read `superseded_by` instead: that entry replaced this one
         (a list of two: a fork two machines made; memory_resolve_fork resolves it).
         """
-        return service.get(id)
+        return service.get(id, caller_of(ctx))
 
     @tool(
         "Remember something new",

@@ -7,7 +7,7 @@ from __future__ import annotations
 __all__ = ["GROUPS", "grouped"]
 
 GROUPS = (
-    ("start here", ("init", "connect", "status", "doctor")),
+    ("start here", ("init", "connect", "status", "doctor", "model")),
     (
         "entries",
         (

@@ -124,7 +124,13 @@ class SearchReply(TypedDict):
     hits: list[Hit]
     generation: Generation
     degraded: NotRequired[
-        Annotated[str, Field(description="Set while the model loads: keyword matching only.")]
+        Annotated[
+            str,
+            Field(
+                description="Set while the model loads, or while its embedding server does "
+                "not answer (the reason follows): keyword matching only."
+            ),
+        ]
     ]
     elsewhere: NotRequired[
         Annotated[
@@ -301,6 +307,12 @@ class StatusReply(TypedDict):
     ]
     problems: NotRequired[list[str]]
     degraded: NotRequired[str]
+    embedding_url: NotRequired[
+        Annotated[str, Field(description="The openai embedder's server (embedding_url).")]
+    ]
+    embedding_model: NotRequired[
+        Annotated[str, Field(description="The model asked of that server (embedding_model).")]
+    ]
 
 
 @with_config(_OPEN)

@@ -100,6 +100,9 @@ class DaemonClient:
         self.run_dir = self.home / "run"
         self.socket_path = self.run_dir / "daemon.sock"  # (the unix transport's)
         self.timeout = timeout
+        # who calls, in the usage log: the CLI (an agent may run it too), or the browser (a
+        # person's look, recorded apart from an agent's use: `recall.events` "look")
+        self.caller = f"memory-agent-cli/{__version__}"
         self._ids = itertools.count(1)
         self._idle = _Idle()
 
@@ -317,7 +320,7 @@ class DaemonClient:
             status, data = self.post_mcp(
                 payload,
                 PROTOCOL_VERSION,
-                caller=f"memory-agent-cli/{__version__}",
+                caller=self.caller,
                 where=where or os.getcwd(),
             )
         except (OSError, http.client.HTTPException) as exc:

@@ -247,6 +247,7 @@ _CLI_NAMES = {
     "memory_add": "`memory-agent add`",
     "memory_supersede": "`memory-agent supersede`",
     "memory_archive": "`memory-agent archive`",
+    "memory_resolve_fork": "`memory-agent resolve`",
     "memory_index_status": "`memory-agent status`",
     "memory_history": "`memory-agent history`",
     "memory_set_importance": "`memory-agent importance`",

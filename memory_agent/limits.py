@@ -24,6 +24,7 @@ __all__ = [
     "MAX_TAGS",
     "MAX_TITLE",
     "char_name",
+    "check_importance",
     "check_text",
     "lone_surrogate",
     "not_one_line",
@@ -75,6 +76,15 @@ def check_text(
                 f"at position {value.index(bad) + 1}",
                 f"remove it: make {name} one line of plain, visible text",
             )
+
+
+def check_importance(value: Any) -> None:
+    """Refuse an importance that is not a whole number from 1 to 10."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10:
+        raise Invalid(
+            f"importance: {value!r} is out of range",
+            "pass a whole number from 1 (minor) to 10 (must not be missed)",
+        )
 
 
 def lone_surrogate(value: Any, path: str = "") -> tuple[str, str] | None:

@@ -60,7 +60,12 @@ READ_ONLY_TOOLS = {
     "memory_set_importance",
     "memory_proposals",
 }  # importance: an idempotent event, safe to repeat
-WRITE_TOOLS = {"memory_add", "memory_supersede", "memory_archive"}  # retried with a request_id
+WRITE_TOOLS = {
+    "memory_add",
+    "memory_supersede",
+    "memory_archive",
+    "memory_resolve_fork",
+}  # retried with a request_id
 LATEST_PROTOCOL = "2025-11-25"
 # How long a daemon seen healthy (and of our version) is trusted before the next health check:
 # back-to-back calls then cost one HTTP request each, not two. A daemon gone in between is
@@ -95,7 +100,11 @@ def _retry_safe(message: dict[str, Any]) -> bool:
     if name in WRITE_TOOLS and args.get("request_id"):
         return True
     # A preview (confirm false) writes nothing either.
-    return name in ("memory_supersede", "memory_archive") and not args.get("confirm")
+    return name in (
+        "memory_supersede",
+        "memory_archive",
+        "memory_resolve_fork",
+    ) and not args.get("confirm")
 
 
 def tool_error(msg_id: Any, info: ErrorInfo) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from ragcore.errors import (
 )
 from ragcore.evaluate import EvalReport, evaluate, metrics, metrics_by
 from ragcore.front_matter import FrontMatterRefused, load_yaml, parse_front_matter
-from ragcore.fusion import FusionConfig
+from ragcore.fusion import FusionConfig, query_language
 from ragcore.index import BuildReport, Index, RefreshReport, live_generation
 from ragcore.minilm_weights import MiniLMWeights, StreamProgress
 from ragcore.search import Hit, SearchConfig, SearchResult, search, snippets_of
@@ -91,6 +91,7 @@ __all__ = [
     "metrics_by",
     "normalize_text",
     "parse_front_matter",
+    "query_language",
     "scan_markdown",
     "search",
     "snippets_of",

@@ -82,13 +82,14 @@ def cmd_search(args: argparse.Namespace) -> int:
         as_of=args.as_of,
         scope=args.scope,
         kb=args.kb,
+        min_score=args.min_score,
     )
 
     def human(r: dict) -> None:
         if r.get("degraded"):
             print(f"(degraded: {r['degraded']})")
         if not r["hits"]:
-            print("no matches")
+            print("no matches" + (" at or above --min-score" if args.min_score is not None else ""))
         for n, h in enumerate(r["hits"], start=1):
             ro = "" if h["writable"] else f" [read-only: {h['source']}]"
             if h.get("kb") not in (None, "personal"):
@@ -97,9 +98,11 @@ def cmd_search(args: argparse.Namespace) -> int:
                 ro += f" [{h['scope']}]"
             if h.get("status") == "archived":
                 ro += " [archived]"
+            similar = h.get("similarity")
+            similar = f" (similarity {similar:.2f})" if similar is not None else ""
             print(
-                f"{n:2d}. {h['score']:.3f}  {h['id']}  ({h['type']}){ro}\n    {h['title']}\n"
-                f"    {h['snippet']}"
+                f"{n:2d}. {h['score']:.3f}{similar}  {h['id']}  ({h['type']}){ro}\n"
+                f"    {h['title']}\n    {h['snippet']}"
             )
             if "why" in h:
                 signals = ", ".join(f"{k} {v:+.3f}" for k, v in h["why"]["signals"].items() if v)
@@ -112,6 +115,11 @@ def cmd_search(args: argparse.Namespace) -> int:
                         f"      {name:8s} rank {c['rank']:3d}  score {c['score']:.4f}  "
                         f"contributes {c['contribution']:.4f}"
                     )
+        if r.get("elsewhere"):
+            print(
+                f"more in other projects: {', '.join(r['elsewhere'])} have entries about this "
+                "(--scope all, or --scope NAME)"
+            )
 
     return emit(args, reply, human)
 
@@ -197,5 +205,76 @@ def cmd_project(args: argparse.Namespace) -> int:
             print(f"name: {name} (kb/{MAP_FILE})")
         else:
             print(f"name: none yet (given when the first entry is written here; kb/{MAP_FILE})")
+
+    return emit(args, reply, human)
+
+
+def cmd_resolve(args: argparse.Namespace) -> int:
+    """A fork (two successors a sync left): shown without --keep or --merge; resolved, a
+    preview first, with one of them."""
+    from memory_agent.errors import Invalid
+
+    if args.keep and args.merge:
+        raise Invalid("--keep and --merge: give one", "keep one successor, or merge both")
+    if not args.keep and not args.merge:
+        return _show_fork(args)
+    if args.merge and not args.title:
+        raise Invalid("--merge: no --title", "give the merged entry a --title (and --body)")
+    reply = call(
+        args,
+        "memory_resolve_fork",
+        id=args.id,
+        keep=args.keep,
+        title=args.title if args.merge else None,
+        body=body_arg(args) if args.merge else None,
+        reason=args.reason,
+        confirm=args.confirm,
+        request_id=args.request_id,
+    )
+
+    def human(r: dict) -> None:
+        if r["status"] == "preview":
+            for path, text in r["preview"].items():
+                print(f"--- would write {path}\n{text}")
+            print("nothing written; run again with --confirm to write it in one commit")
+            return
+        if r["status"] == "duplicate":
+            print(f"duplicate of {r['duplicate_of']}: nothing written; {r.get('next', '')}")
+            return
+        done = f"kept {r['kept']}" if r.get("kept") else f"merged into {r['merged_into']}"
+        gone = [f"archived {', '.join(r['archived'])}"] if r["archived"] else []
+        gone += [f"superseded {', '.join(r['superseded'])}"] if r["superseded"] else []
+        print(
+            f"resolved the fork of {r['id']}: {done}"
+            + (f" ({'; '.join(gone)})" if gone else "")
+            + f"  commit {str(r.get('commit'))[:12]}  index {r.get('generation')}"
+        )
+
+    return emit(args, reply, human)
+
+
+def _show_fork(args: argparse.Namespace) -> int:
+    old = call(args, "memory_get", id=args.id)
+    later = old.get("superseded_by")
+    successors = later if isinstance(later, list) else [later] if later else []
+    rows = [call(args, "memory_get", id=s) for s in successors]
+    reply = {"id": old["id"], "fork": len(successors) > 1, "successors": rows}
+
+    def human(r: dict) -> None:
+        if not r["fork"]:
+            state = f"superseded by {successors[0]}" if successors else old["status"]
+            print(f"{old['id']} is not a fork ({state}): nothing to resolve")
+            return
+        print(f"{old['id']} ({old['title']}) was superseded on two machines:")
+        for row in rows:
+            first = " ".join(row["body"].split())
+            first = first if len(first) <= 100 else first[:99] + "…"
+            print(f"  {row['id']}  [{row['status']}]  {row['title']}\n      {first}")
+        print(
+            f"keep one: memory-agent resolve {old['id']} --keep {rows[0]['id']} (the other is "
+            "archived, naming the fork)\n"
+            f"or merge: memory-agent resolve {old['id']} --merge --title ... --body ... (a new "
+            "entry supersedes both)\na preview comes first; --confirm writes it in one commit"
+        )
 
     return emit(args, reply, human)

@@ -119,6 +119,14 @@ def cmd_init(args: argparse.Namespace) -> int:
                 "scripts/setup --extras bge-m3 in the clone (see the README's Install), "
                 "then memory-agent init --embedder bge-m3 and memory-agent rebuild)"
             )
+        if not getattr(args, "print_config", False):
+            print(
+                "\nNext, connect your agent (a preview of the change to its settings files "
+                "first, then --confirm):\n  memory-agent connect claude-code   (or codex, "
+                "opencode, cursor)\n`memory-agent init --print-config` prints the same settings "
+                "to paste by hand; `memory-agent --help` lists every command by job."
+            )
+            return
         print("\nConnect your agent (the proxy starts the daemon when needed):")
         for name, text in r["mcp"].items():
             print(f"\n# {name}\n{text}")
@@ -144,6 +152,13 @@ def cmd_connect(args: argparse.Namespace) -> int:
 
     cfg = config_mod.load({"home": args.home})
     reply = connect(args.agent, cfg.home_dir, confirm=args.confirm, remove=args.remove)
+    reply["home"], reply["home_exists"] = str(cfg.home_dir), (cfg.home_dir / "kb").is_dir()
+    if not reply["home_exists"] and not args.remove:  # a typo in --home, or no init yet
+        reply["notes"].insert(
+            0,
+            f"there is no memory at {cfg.home_dir} yet: until `memory-agent init --home "
+            f"{cfg.home_dir}` makes it, every memory tool answers not_ready (a typo in --home?)",
+        )
 
     def human(r: dict) -> None:
         for f in r["files"]:
@@ -208,6 +223,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  {r['pending']} unfinished write(s) will be completed by the next write")
         if r.get("degraded"):
             print(f"  ({r['degraded']})")
+        print_waiting(r.get("remote") or {})
         clients = r.get("clients") or {}
         for name, last in clients.items():
             print(f"  agent {name:12s} last hook event {last['event']} at {last['at']}")
@@ -215,6 +231,26 @@ def cmd_status(args: argparse.Namespace) -> int:
             print("  no agent hook has run yet (see `memory-agent connect`)")
 
     return emit(args, reply, human)
+
+
+def print_waiting(remote: dict) -> None:
+    """What sync left for a person, in `status`: each KB's forks and variants, and the ids its
+    rounds renamed since a person last looked (`memory-agent sync` or `remote` shows more)."""
+    from memory_agent.cli.sync import fork_line, renamed_line, when
+
+    for kb in [remote, *(remote.get("kbs") or [])]:
+        if not kb.get("remote"):
+            continue
+        name = f" (kb {kb['kb']})" if kb.get("kb") not in (None, "personal") else ""
+        print(f"  remote{name} {kb['remote']}: last sync {when(kb.get('last_sync'))}")
+        if kb.get("last_error"):
+            print(f"      ! {kb['last_error']['code']}: {kb['last_error']['message']}")
+        for x in (kb.get("since_last_look") or {}).get("renamed") or []:
+            print("    " + renamed_line(x).strip())
+        for fork in kb.get("forks") or []:
+            print("    " + fork_line(fork).strip())
+        for v in kb.get("variants") or []:
+            print(f"    variant: kb/{v['variant']} (another machine's text of {v['path']})")
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ import sys
 from memory_agent import __version__
 from memory_agent.cli import entries, evaluate, home, imports, model, sync
 from memory_agent.cli.endpoint import add_endpoint_flags
+from memory_agent.cli.groups import grouped
 
 EMBEDDERS = ("minilm", "bge-m3", "openai")
 
@@ -52,25 +53,26 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="memory-agent",
+        usage="memory-agent [--home HOME] COMMAND ... (memory-agent COMMAND --help)",
         description="Long-term memory for coding agents: a Markdown knowledge base in git, "
         "searched through a resident daemon over MCP.",
-        epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--home", help=HOME_HELP)
     parser.add_argument("--version", action="version", version=f"memory-agent {__version__}")
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        parser_class=_Parser,
+        help=argparse.SUPPRESS,
     )
+    helps: dict[str, str] = {}  # listed by job (GROUPS) in the epilog
 
     def command(name: str, func, help: str, description: str | None = None):
-        p = sub.add_parser(
-            name,
-            help=help,
-            description=description or help,
-            epilog=EXIT_CODES,
-            formatter_class=_Help,
-        )
+        helps[name] = help
+        p = sub.add_parser(name, description=description or help, epilog=EXIT_CODES)
+        p.formatter_class = _Help
         p.add_argument(
             "--json",
             action="store_true",
@@ -103,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--no-index", action="store_true", help="do not start the daemon to build the index now"
+    )
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="also print the MCP server, hook and permission settings to paste by hand "
+        "(`memory-agent connect AGENT` merges them for you; --json always has them)",
     )
 
     p = command(
@@ -176,6 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--explain", action="store_true", help="show each channel's rank and every ranking signal"
     )
     p.add_argument(
+        "--min-score",
+        type=float,
+        metavar="SIMILARITY",
+        help="leave out hits less similar than this (absolute, -1 to 1; MiniLM: 0.3 keeps what "
+        "is about the query)",
+    )
+    p.add_argument(
         "--scope",
         help="where to look: project (default: the working directory's project and global), "
         "global, all, or a project's name or identity (that project and global)",
@@ -245,6 +260,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
     p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
+
+    p = command(
+        "resolve",
+        entries.cmd_resolve,
+        "resolve a fork: keep one of two successors, or merge both (preview first)",
+        "An entry two machines superseded is a fork: its superseded_by lists two successors "
+        "(`remote` and `status` list them). Without --keep or --merge, show both. --keep ID "
+        "names the successor to keep and archives the other (its reason names the fork); "
+        "--merge writes a new entry from --title and --body (or stdin) that supersedes both. "
+        "Either way the old entry names one successor again, in one commit that syncs like "
+        "any write. Without --confirm, show the files as they would be written.",
+    )
+    p.add_argument("id", help="the entry that was superseded twice")
+    p.add_argument("--keep", metavar="ID", help="the successor to keep (the other is archived)")
+    p.add_argument("--merge", action="store_true", help="write a new entry that supersedes both")
+    p.add_argument("--title", help="with --merge: the new entry's title")
+    p.add_argument("--body", help="with --merge: the new entry's text (default: read stdin)")
+    p.add_argument("--reason", help="with --keep: why (added to the archived one's reason)")
+    p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
+    p.add_argument("--request-id", help="retrying with the same id returns the first reply")
 
     p = command("archive", entries.cmd_archive, "retire an entry with a reason (preview first)")
     p.add_argument("id", help="the id of the entry to retire")
@@ -340,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "web",
         home.cmd_web,
-        "run the regulation Q&A web app (legal_web) on 127.0.0.1",
+        "the regulation Q&A web app (legal_web, a separate app on ragcore) on 127.0.0.1",
         "Serve the policy/regulation Q&A app: a page and a JSON API answering "
         "questions from knowledge bases of regulation documents, with cited passages. Prints "
         "the URL; Ctrl-C stops it.",
@@ -417,6 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(LoCoMo: --by category)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.epilog = "commands, by job:\n\n" + grouped(helps) + "\n" + EXIT_CODES
     return parser
 
 

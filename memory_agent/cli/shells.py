@@ -84,11 +84,19 @@ def emit(args: argparse.Namespace, reply: dict, human) -> int:
 def print_write(reply: dict) -> None:
     status = reply.get("status")
     if status == "duplicate":
-        print(
-            f"duplicate of {reply['duplicate_of']} (score {reply['score']}, {reply.get('match')}); "
-            "nothing written"
-            + ("; --force writes it anyway" if reply.get("match") == "near" else "")
+        dup = reply["duplicate_of"]
+        print(f"duplicate of {dup} (score {reply['score']}, {reply.get('match')}); nothing written")
+        from memory_agent.errors import for_cli
+
+        hint = reply.get("next") or (  # (a daemon of an older version says nothing more)
+            f"to change what {dup} says: memory_supersede {dup}"
+            + (
+                ", or force=true if yours is a different thing"
+                if reply.get("match") == "near"
+                else ""
+            )
         )
+        print(f"  next: {for_cli(hint)}")
     elif status == "preview":
         for path, text in reply["preview"].items():
             print(f"--- would write {path}\n{text}")

@@ -89,8 +89,50 @@ def cmd_remote(args: argparse.Namespace) -> int:
             )
         reply = client.admin(f"remote?url={quote(local_url(args.url), safe='')}")
         return emit(args, reply, lambda r: print(f"remote: {r['remote']} (branch {r['branch']})"))
-    reply = client.admin("remote", method="GET")
+    reply = client.admin("remote?look=1", method="GET")  # a person looks: rounds now seen
     return emit(args, reply, print_remote)
+
+
+def when(ts: object) -> str:
+    """A record's time (seconds since the epoch) as a date a person reads, in UTC."""
+    import datetime as dt
+
+    if not isinstance(ts, (int, float)):
+        return str(ts or "never")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def fork_line(fork: dict) -> str:
+    return (
+        f"  fork: {fork['id']} was superseded on two machines, by "
+        f"{' and '.join(fork['successors'])} - `memory-agent resolve {fork['id']}` shows both "
+        "and keeps one or merges them"
+    )
+
+
+def renamed_line(x: dict) -> str:
+    return (
+        f"  renamed: this machine's new entry {x['id']} is now {x['replayed_as']} (the other "
+        f"machine had made an entry {x['id']} first; links to it were rewritten)"
+    )
+
+
+def print_since(s: dict | None, indent: str = "  ") -> None:
+    """What the rounds of sync did since a person last looked (`sync.rounds`)."""
+    if not s:
+        return
+    span = when(s["since"]) if s["rounds"] == 1 else f"{when(s['since'])} to {when(s['until'])}"
+    came = f" ({s['entries_in']} entry file(s) came in)" if s.get("entries_in") else ""
+    print(
+        f"{indent}since you last looked, {s['rounds']} round(s) of sync ({span}; the daemon runs "
+        f"them on its own): pulled {s['pulled']} commit(s){came}, pushed {s['pushed']} commit(s)"
+    )
+    for x in s.get("renamed") or []:
+        print(indent + renamed_line(x).lstrip())
+    for fork in s.get("forks") or []:
+        print(indent + fork_line(fork).lstrip())
+    for v in s.get("variants") or []:
+        print(f"{indent}variant kept: kb/{v['variant']} ({v['why']})")
 
 
 def print_remote(r: dict) -> None:
@@ -108,18 +150,16 @@ def print_one_remote(r: dict) -> None:
     ahead, behind = r.get("ahead"), r.get("behind")
     print(
         f"  ahead {ahead if ahead is not None else '?'}, behind {behind}; last sync "
-        f"{r.get('last_sync') or 'never'}"
+        f"{when(r.get('last_sync'))}"
     )
     if r.get("last_error"):
         e = r["last_error"]
-        print(f"  last error: {e['code']}: {e['message']}\n  fix: {e['fix']}")
+        print(f"  last error ({when(e.get('at'))}): {e['code']}: {e['message']}\n  fix: {e['fix']}")
     if r.get("stopped"):
         print(f"  STOPPED: {r['stopped']}")
+    print_since(r.get("since_last_look"))
     for fork in r.get("forks") or []:
-        print(
-            f"  fork: {fork['id']} superseded by {', '.join(fork['successors'])} - "
-            "supersede one successor with the other"
-        )
+        print(fork_line(fork))
     for v in r.get("variants") or []:
         print(
             f"  variant: kb/{v['variant']} (another machine's text of {v['path']}; the "
@@ -183,20 +223,25 @@ def cmd_sync(args: argparse.Namespace) -> int:
     def one(r: dict) -> None:
         name = f"kb {r['kb']}: " if r.get("kb") not in (None, "personal") else ""
         print(
-            f"{name}synced {r['branch']}: pulled {r['pulled']}, pushed {r['pushed']}, replayed "
-            f"{r['replayed']} commit(s){' (joined the remote history)' if r['joined'] else ''}"
+            f"{name}synced {r['branch']}: this round pulled {r['pulled']}, pushed "
+            f"{r['pushed']}, replayed {r['replayed']} commit(s)"
+            f"{' (joined the remote history)' if r['joined'] else ''}"
         )
         if r.get("not_pushed"):
             print(f"  {r['not_pushed']} local commit(s) not pushed: the KB was added read-only")
-        for x in r.get("renamed") or []:
-            print(
-                f"  the same new id on both machines: this machine's {x['id']} is now "
-                f"{x['replayed_as']}"
-            )
-        for fork in r.get("forks") or []:
-            print(f"  fork: {fork['id']} superseded by {', '.join(fork['successors'])}")
-        for v in r.get("variants") or []:
-            print(f"  variant kept: kb/{v['variant']} ({v['why']})")
+        since = r.get("since_last_look")
+        if since is None:  # (a daemon of an older version: this round's own lists)
+            since = {"rounds": 0, "renamed": r.get("renamed"), "forks": r.get("forks")}
+            since["variants"] = r.get("variants")
+        if since.get("rounds"):
+            print_since(since)
+        else:
+            for x in since.get("renamed") or []:
+                print(renamed_line(x))
+            for fork in since.get("forks") or []:
+                print(fork_line(fork))
+            for v in since.get("variants") or []:
+                print(f"  variant kept: kb/{v['variant']} ({v['why']})")
 
     return emit(args, reply, human)
 

@@ -9,6 +9,11 @@ concurrent or successive daemons never write to the same file. Kinds:
     {"kind": "importance", "entry", "importance", "note", "ts"}
     {"kind": "inject", "session", "event", "ids", "chars", "ts"}      (what a hook showed)
     {"kind": "reinforce", "entry", "lesson", "ts"}     (the gate saw a promoted lesson again)
+    {"kind": "look", "entry", "qid"?, "rank"?, "ts"}   (a person's look in the browser)
+
+A person browsing the memory (`memory-agent ui`, whose calls name the caller `LOOK_CALLER`) is
+not an agent using it: the hits of the browser's searches and the entries it opens are logged
+as `look` events, which no ranking signal reads (`is_look`).
 
 Free text (a query's `text`, an importance `note`) is redacted (`memory_agent.intake.redact`)
 before it is written: a search for a pasted token must not store the token.
@@ -47,16 +52,24 @@ from memory_agent.procs import pid_alive
 from memory_agent.recall.policy import RECALL_COUNTS_UP_TO_RANK
 
 __all__ = [
+    "LOOK_CALLER",
     "EntryStats",
     "EventLog",
     "FoldReport",
     "apply_event",
     "compact",
     "fold",
+    "is_look",
     "read_events",
     "redact_event",
 ]
 FREE_TEXT = ("text", "note")  # the fields of an event that hold what a person typed
+LOOK_CALLER = "memory-agent-ui"  # the browser's caller name: its reads are looks, not uses
+
+
+def is_look(caller: str | None) -> bool:
+    """Whether a call came from a person browsing (the UI), not from an agent."""
+    return bool(caller) and str(caller).split("/", 1)[0] == LOOK_CALLER
 
 
 @dataclass
@@ -92,7 +105,7 @@ def apply_event(stats: dict[str, EntryStats], event: dict[str, Any]) -> bool:
     ts = event.get("ts")
     if not isinstance(ts, (int, float)):
         return False
-    if kind in ("query", "inject"):  # a search, or what a hook showed: no per-entry stats
+    if kind in ("query", "inject", "look"):  # a search, a hook's text, a person's look
         return True
     entry = event.get("entry")
     if not isinstance(entry, str) or not entry:

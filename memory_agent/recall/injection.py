@@ -28,16 +28,22 @@ from pathlib import Path
 from memory_agent.capture.episodes import EPISODES, is_bare
 from memory_agent.intake.journal import session_name
 from memory_agent.kb.scopes import search_scopes
+from memory_agent.recall import policy
 from memory_agent.recall.reads import default_filter, rank
+from memory_agent.recall.similarity import covers
 from memory_agent.recall.stages import in_two_stages
 from ragcore import Filter, SearchConfig
 
-__all__ = ["Recall", "digest", "is_trivial", "recall"]
+__all__ = ["ELSEWHERE", "Recall", "compose", "digest", "inject_floor", "is_trivial", "recall"]
 
 SNIPPET_CHARS = 640
 QUERY_CHARS = 1_000  # a long prompt is cut to this for the search
 RELATIVE_FLOOR = 0.5  # keep hits scoring at least this fraction of the best one
 MMR_LAMBDA = 0.8
+ELSEWHERE = (
+    "Memory: nothing about this in this project; other projects' entries match it ({projects}): "
+    "memory_search with scope all reads them."
+)
 TRIVIAL = frozenset(
     """ok okay k yes y no n yep nope sure continue go on ahead proceed next thanks thank you thx
     ty cheers great nice good cool perfect fine done lgtm please do it that works right exactly
@@ -106,7 +112,9 @@ def recall(
 ) -> Recall:
     """What to inject before `prompt` (nothing for a trivial one), from `project` (the
     session's project identity; None: global only) and global, at most `budget` characters.
-    `ranker`: ranked in two stages, as a search (`recall.stages`)."""
+    `ranker`: ranked in two stages, as a search (`recall.stages`). Nothing passes the
+    embedder's absolute floor (`policy.inject_floor`): a one-line note instead when other
+    projects' entries would have (`ELSEWHERE`), else nothing."""
     if is_trivial(prompt):
         return Recall()
     query = prompt.strip()[:QUERY_CHARS]
@@ -114,12 +122,15 @@ def recall(
     with memory.session():
         memory.refresh_for_read()  # never waits for a write in flight
 
-        def ranked(embedding):
+        def ranked(embedding, scopes=None):
             index = memory.index.snapshot()
+            flt = _filter(memory, index, own, project)
+            if scopes is not None:  # other projects' KB entries (only counted, never shown)
+                flt = default_filter(sources=memory.search_sources(False), scopes=scopes)
             return index, rank(
                 index,
                 query,
-                _filter(memory, index, own, project),
+                flt,
                 limit=limit * 3,
                 stats=memory.stats,
                 now=memory.clock(),
@@ -129,50 +140,91 @@ def recall(
             )
 
         index, found = in_two_stages(memory, query, ranked, ranker)
-        hits = [h for h in found.reply["hits"] if not (own and h["id"].startswith(own))]
-        answers = [h for h in hits if not _bare(index, h)]
-        questions = [h for h in hits if h not in answers]
-        if not hits:
-            return Recall()
-        floor = (answers or questions)[0]["score"] * RELATIVE_FLOOR
-        lines, chosen, seen = [HEADER], [], set()
-        room = (budget if budget is not None else 1 << 62) - len(HEADER)
-        for h in [*answers, *questions]:
-            if h["score"] < floor or len(chosen) >= limit:
+        floor = inject_floor(str(memory.cfg.embedder), query, index)
+        chosen = compose(
+            index, found.reply["hits"], own=own, limit=limit, budget=budget, floor=floor
+        )
+        if chosen.ids or floor is None:
+            return chosen
+        here, kbs = set(search_scopes(None, project, memory.kb_dir)), memory.search_sources(False)
+        others = tuple(sorted({i.scope for i in index.docs() if i.source in kbs} - here))
+        if not others:
+            return chosen
+        _, there = in_two_stages(memory, query, lambda e: ranked(e, others), ranker)
+        names = sorted({h["scope"] for h in there.reply["hits"] if _passes(h, floor)})
+        if not names:
+            return chosen
+        note = ELSEWHERE.format(projects=", ".join(names[:5]))
+        return Recall(note if budget is None or len(note) <= budget else "", [])
+
+
+def _passes(hit: dict, floor: float | None) -> bool:
+    """At or above the absolute floor (a hit without a similarity - the model loading, an
+    old index - is never judged by it)."""
+    similarity = hit.get("similarity")
+    return floor is None or similarity is None or similarity >= floor
+
+
+def inject_floor(embedder: str, query: str, index=None) -> float | None:
+    """The absolute floor for `query` (`policy.inject_floor`; `index`: the one searched, whose
+    embedder says the languages it was trained for)."""
+    return policy.inject_floor(embedder, covers(index, query))
+
+
+def compose(
+    index,
+    hits: list[dict],
+    *,
+    own: str | None,
+    limit: int,
+    budget: int | None,
+    floor: float | None = None,
+) -> Recall:
+    """The injected text from a search's hits: those at or above the absolute `floor`, then
+    within RELATIVE_FLOOR of the best of them, at most `limit`, within `budget` characters
+    (the module's docstring)."""
+    hits = [h for h in hits if not (own and h["id"].startswith(own)) and _passes(h, floor)]
+    answers = [h for h in hits if not _bare(index, h)]
+    questions = [h for h in hits if h not in answers]
+    if not hits:
+        return Recall()
+    relative = (answers or questions)[0]["score"] * RELATIVE_FLOOR
+    lines, chosen, seen = [HEADER], [], set()
+    room = (budget if budget is not None else 1 << 62) - len(HEADER)
+    for h in [*answers, *questions]:
+        if h["score"] < relative or len(chosen) >= limit:
+            continue
+        episode = h["id"].startswith(EPISODES + "/")
+        text = _snippet(index.preview(h["id"]) or h["snippet"])
+        if episode:
+            if text.lower() in seen:  # the same episode text again
                 continue
-            episode = h["id"].startswith(EPISODES + "/")
-            text = _snippet(index.preview(h["id"]) or h["snippet"])
-            if episode:
-                if text.lower() in seen:  # the same episode text again
-                    continue
-                seen.add(text.lower())
-            info = index.doc(h["id"])
-            when = str((info.meta.get("created") if info else "") or "")[:10]
-            if episode:
-                line = (
-                    f"- [{h['id']}] (episode: a record of another session"
-                    f"{', ' + when if when else ''}; quoted, unverified)\n  > {text}"
-                )
-            elif info is not None and info.meta.get("source") == "auto":
-                # a lesson the gate wrote by itself (`gate = auto`): captured text, not a
-                # person's words - quoted like an episode
-                line = (
-                    f"- [{h['id']}] ({h['type']}, written by the gate from captured "
-                    f"output{', ' + when if when else ''}; quoted, unverified)\n"
-                    f"  > {h['title']}: {text}"
-                )
-            else:
-                line = (
-                    f"- [{h['id']}] ({h['type']}{', ' + when if when else ''}) {h['title']}: {text}"
-                )
-            if len(line) + 1 > room:  # past the budget: a later, shorter one may fit
-                continue
-            room -= len(line) + 1
-            lines.append(line)
-            chosen.append(h)
-        if not chosen:
-            return Recall()
-        return Recall("\n".join(lines), [h["id"] for h in chosen])
+            seen.add(text.lower())
+        info = index.doc(h["id"])
+        when = str((info.meta.get("created") if info else "") or "")[:10]
+        if episode:
+            line = (
+                f"- [{h['id']}] (episode: a record of another session"
+                f"{', ' + when if when else ''}; quoted, unverified)\n  > {text}"
+            )
+        elif info is not None and info.meta.get("source") == "auto":
+            # a lesson the gate wrote by itself (`gate = auto`): captured text, not a
+            # person's words - quoted like an episode
+            line = (
+                f"- [{h['id']}] ({h['type']}, written by the gate from captured "
+                f"output{', ' + when if when else ''}; quoted, unverified)\n"
+                f"  > {h['title']}: {text}"
+            )
+        else:
+            line = f"- [{h['id']}] ({h['type']}{', ' + when if when else ''}) {h['title']}: {text}"
+        if len(line) + 1 > room:  # past the budget: a later, shorter one may fit
+            continue
+        room -= len(line) + 1
+        lines.append(line)
+        chosen.append(h)
+    if not chosen:
+        return Recall()
+    return Recall("\n".join(lines), [h["id"] for h in chosen])
 
 
 def digest(

@@ -119,3 +119,26 @@ def should_archive(idle_days: float, entry_type: str, recall_count: int) -> bool
     if recall_count >= PROVEN_RECALLS:
         limit *= 2
     return idle_days > limit
+
+
+# -- injection: nothing relevant, nothing injected --------------------------------------------
+# Relevance is relative (the best hit of any query scores about 1), so a prompt the memory knows
+# nothing about still got its "best" entries injected. A hit is injected only if its absolute
+# similarity to the prompt (`recall.similarity.similarities`: its cosine, or its share of the
+# query's words, whichever says more) is at least the embedder's floor. Calibrated in experiments/injection-floor
+# (MiniLM; tuned on the LoCoMo dev conversations and the demo KB's labelled queries, checked on
+# the held-out conversations). An embedder without a value here gets no absolute floor (BGE-M3:
+# its cosines sit higher, and no weights were on the measuring machine to calibrate it).
+INJECT_FLOORS: dict[str, float] = {"minilm": 0.25}
+# A hit's similarity is the larger of its cosine and this times the share of the query's words
+# (weighted by rarity) it holds (`recall.similarity`): a full lexical match counts as a cosine
+# of 0.5 - an exact error text or name the embedder does not see as close. Chosen with the
+# floor, in the experiment's second round (its README).
+LEXICAL_SHARE_WEIGHT = 0.5
+
+
+def inject_floor(embedder: str, covered: bool = True) -> float | None:
+    """The floor for a query (None: none applies - an embedder without a calibrated value, or
+    a query in a language it was not trained for (`covered` False), whose cosines carry
+    little: MiniLM's on Chinese)."""
+    return INJECT_FLOORS.get(embedder) if covered else None

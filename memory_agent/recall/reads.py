@@ -1,4 +1,5 @@
-"""The read side of the tools: search, get, history. Each takes the `Memory` it reads from.
+"""The read side of the tools: search and get (history: `memory_agent.recall.history`). Each
+takes the `Memory` it reads from.
 
 Search is relevance from ragcore, then the dynamics of `memory_agent.recall.ranking` on top; it
 returns, with its hits, the channel that ranked each one best (for the usage log). A search
@@ -18,13 +19,14 @@ from memory_agent import limits
 from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import parse_time
 from memory_agent.errors import Invalid, NotFound, NotReady
-from memory_agent.kb.entries import ENTRY_TYPES, MAX_LINKS_READ, read_entry
+from memory_agent.kb.entries import ENTRY_TYPES, MAX_LINKS_READ
 from memory_agent.kb.files import read_kb_entry
 from memory_agent.kb.kbs import kb_of_source, split_id
 from memory_agent.kb.scopes import search_scopes
 from memory_agent.recall import policy
 from memory_agent.recall.edges import neighbours_of
 from memory_agent.recall.ranking import Ranked, _ts, rerank
+from memory_agent.recall.similarity import check_min_score, covers, judge, similarities
 from memory_agent.recall.stages import in_two_stages
 from ragcore import (
     DocumentError,
@@ -47,9 +49,9 @@ __all__ = [
     "check_search",
     "default_filter",
     "get",
-    "history",
     "rank",
     "run_search",
+    "similarities",
     "search",
     "standing_at",
 ]
@@ -143,7 +145,10 @@ def rank(
     embedding: Embedding | None = None,
 ) -> Found:
     """ragcore's relevance, then the memory's dynamics (`memory_agent.recall.ranking`): the
-    path every search takes - the tools, the CLI and `memory-agent eval`."""
+    path every search takes - the tools, the CLI and `memory-agent eval`. Each hit also says
+    its `similarity` (`similarities`): relevance is relative to the best hit, it is not."""
+    if use_dense and embedding is None:  # embedded here once: the similarities need it too
+        embedding = index.embedder.embed_query(query.strip())
     result = relevance(
         index,
         query,
@@ -196,6 +201,7 @@ def rank(
         elif r.doc_id in pulled and not r.snippet:
             text = " ".join((index.preview(r.doc_id) or r.payload.get("title", "")).split())
             r.snippet = text if len(text) <= 240 else text[:239] + "…"
+    similar = similarities(index, query, embedding, [r.doc_id for r in ranked], result.hits)
     hits = []
     for r in ranked:
         p = r.payload
@@ -210,6 +216,7 @@ def rank(
             "kb": kb_of_source(p.get("source")),
             "writable": bool(p.get("writable")),
             "scope": str(p.get("scope") or "global"),
+            "similarity": similar.get(r.doc_id),
         }
         if explain:
             s = stats.get(r.doc_id)
@@ -287,15 +294,20 @@ def run_search(
     project: str | None = None,
     kb: str | None = None,
     ranker: Executor | None = None,
+    min_score: float | None = None,
 ) -> Found:
     """`as_of` ("YYYY-MM-DD") answers from the entries as they stood at the end of that day:
     created by then, and not yet superseded or archived then (the lifecycle is judged by its
     dates, not the status). `scope` (None: "project") and `project` (the session's project
     identity, None outside one): which scopes it reads (`kb.scopes.search_scopes`). `kb`: one.
+    `min_score`: hits whose `similarity` is below it are left out (absolute, unlike `score`).
+    When nothing in the project's scope reaches it (or the embedder's injection floor), the
+    reply's `elsewhere` names the other projects whose entries do - "more in other projects".
 
     `ranker` (the daemon's): the search in two stages (`recall.stages`), after this thread has
     refreshed the index."""
     cutoff = check_search(query, limit, types, tags, as_of)
+    min_score = check_min_score(min_score)
     scopes = search_scopes(scope, project, memory.kb_dir)
     with memory.session():
         if use_dense:
@@ -310,7 +322,7 @@ def run_search(
         sources = memory.search_sources(include_readonly, include_episodes)
         sources = (memory.kbs.get(kb).source,) if kb else sources  # pushed down as a source
 
-        def ranked(embedding: Embedding | None) -> Found:
+        def ranked(embedding: Embedding | None, scopes: Any = scopes) -> Found:
             index = memory.index.snapshot()  # one state for the whole search; no lock
             doc_ids = standing_at(index, cutoff) if cutoff is not None else None
             flt = default_filter(types, tags, include_archived, doc_ids, sources, scopes)
@@ -327,71 +339,25 @@ def run_search(
                 embedding=embedding,
             )
 
-        return in_two_stages(memory, query, ranked, ranker, use_dense)
+        found = in_two_stages(memory, query, ranked, ranker, use_dense)
+        judge(
+            found.reply,
+            min_score=min_score,
+            embedder=str(memory.cfg.embedder),
+            covered=covers(memory.index, query),
+            dense=use_dense,
+            scopes=scopes if scope in (None, "project") else None,
+            elsewhere=lambda: in_two_stages(memory, query, lambda e: ranked(e, None), ranker).reply[
+                "hits"
+            ],
+        )
+        return found
 
 
 def search(memory: Memory, query: str, **kwargs: Any) -> dict[str, Any]:
     """`run_search`'s reply alone (for callers that log no usage: the CLI without a daemon,
     experiments, tests)."""
     return run_search(memory, query, **kwargs).reply
-
-
-def history(memory: Memory, entry_id: str) -> dict[str, Any]:
-    """The supersede chain through `entry_id`, oldest first, read from the files."""
-    memory.require_home()
-    limits.check_text("id", entry_id, limits.MAX_ID, required=True, one_line=True)
-    if memory.find_path(entry_id) is None:
-        raise NotFound(f"no entry with id {entry_id!r}")
-    place = memory.kbs.get(split_id(entry_id)[0])  # the chain stays in the KB it names
-    paths: dict[str, Path | None] = {}
-
-    def path_of(eid: str) -> Path | None:  # a file per step, never a walk of the whole KB
-        if eid not in paths:
-            paths[eid] = memory.find_path(place.qualify(eid)) if isinstance(eid, str) else None
-        return paths[eid]
-
-    def load(eid: str):
-        path = path_of(eid)
-        return read_entry(path) if path is not None else None
-
-    first = load(place.local(entry_id))
-    seen = {place.local(entry_id)}
-    while first is not None and first.extra.get("supersedes"):
-        prev = next(
-            (p for p in first.extra["supersedes"] if p not in seen and path_of(p) is not None),
-            None,
-        )
-        if prev is None:
-            break
-        seen.add(prev)
-        first = load(prev)
-    chain, current, visited = [], first, set()
-    while current is not None and current.id not in visited:
-        visited.add(current.id)
-        step = {
-            "id": place.qualify(current.id),
-            "title": current.title,
-            "type": current.type,
-            "status": current.status,
-            "created": current.created,
-        }
-        for key in ("superseded_by", "superseded_at", "archived_at", "archive_reason"):
-            if key in current.extra:
-                step[key] = current.extra[key]
-        later = place.qualify_ids(step.get("superseded_by"))  # ids as the tools name them
-        successors = later if isinstance(later, list) else [later] if later else []
-        step.update({"superseded_by": later} if "superseded_by" in step else {})
-        if current.status == "superseded":
-            step["reason"] = f"superseded by {', '.join(map(str, successors))}" + (
-                " (a fork: two machines superseded it; supersede one successor with the other)"
-                if len(successors) > 1
-                else ""
-            )
-        elif current.status == "archived":
-            step["reason"] = current.extra.get("archive_reason")
-        chain.append(step)
-        current = load(successors[0]) if successors else None  # a fork: the first successor
-    return {"id": entry_id, "chain": chain}
 
 
 def _episode(memory: Memory, entry_id: str) -> dict[str, Any]:

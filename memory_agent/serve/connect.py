@@ -161,7 +161,7 @@ def _codex_toml_change(path: Path, home: Path, remove: bool) -> Change:
         parsed = tomllib.loads(new)  # a last check: ours reads back as written, the rest parses
         server = parsed.get("mcp_servers", {}).get("memory")
         assert (server is None) if remove else (server == _server(home, "codex"))
-    if old is None and not new:
+    if (old is None or remove) and not new.strip():  # nothing but ours was in it: no file
         new = None
     return Change(path, old, new)
 
@@ -170,14 +170,14 @@ def _plan_codex(home: Path, user_home: Path, remove: bool) -> list[Change]:
     folder = _codex_dir(user_home)
     hooks_json = folder / "hooks.json"
     ours = hook_settings(home, "codex")["hooks"]
-    return [
-        _codex_toml_change(folder / "config.toml", home, remove),
-        json_change(
-            hooks_json,
-            "Codex's hooks",
-            lambda data: merge_hooks(data, None if remove else ours, hooks_json),
-        ),
-    ]
+    hooks = json_change(
+        hooks_json,
+        "Codex's hooks",
+        lambda data: merge_hooks(data, None if remove else ours, hooks_json),
+    )
+    if remove and hooks.new is not None and hooks.new != hooks.old and not json.loads(hooks.new):
+        hooks = Change(hooks_json, hooks.old, None)  # only ours was in it: no `{}` left behind
+    return [_codex_toml_change(folder / "config.toml", home, remove), hooks]
 
 
 def _plugin_text(home: Path) -> str:

@@ -219,7 +219,8 @@ def build_app(service: Any, server_holder: dict[str, Any], *, single_exchange: b
     async def remote(request: Request) -> JSONResponse:
         """GET: the remote and the last round. POST ?url=URL: set the remote."""
         if request.method == "GET":
-            return await admin(service.remote_status)
+            look = request.query_params.get("look") == "1"  # `memory-agent remote`
+            return await admin(lambda: service.remote_status(look))
         return await admin(lambda: service.remote_set(request.query_params.get("url", "")))
 
     @mcp.custom_route("/admin/remote-sync", methods=["POST"])

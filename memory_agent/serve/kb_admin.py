@@ -11,7 +11,7 @@ from typing import Any
 from memory_agent.errors import MemoryAgentError, NotFound, describe
 from memory_agent.index.memory import Memory
 from memory_agent.kb.kbs import KbPlace
-from memory_agent.serve.remote_runs import KbRemotes
+from memory_agent.serve.remote_runs import KbRemotes, RemoteRuns
 from memory_agent.sync import clones
 from memory_agent.sync.transport import shown
 
@@ -30,6 +30,15 @@ def _gone(place: KbPlace) -> NotFound | None:
     )
 
 
+def _round(runs: RemoteRuns, name: str) -> dict[str, Any]:
+    """A round now, its report with what the rounds since the person last looked did
+    (`since_last_look`: the daemon's own rounds too; `memory_agent.sync.rounds`), now seen."""
+    report = {**runs.run_now(), "kb": name}
+    with runs.between_rounds():
+        report["since_last_look"] = runs.syncer.look(mark=True)
+    return report
+
+
 def sync(memory: Memory, remote: KbRemotes, kb: str | None) -> dict[str, Any]:
     """`kb`: that KB's round alone. None: the personal KB's report (if it has a remote), and
     under `kbs` a round of every other KB with a remote; an error in one is raised once all
@@ -38,7 +47,7 @@ def sync(memory: Memory, remote: KbRemotes, kb: str | None) -> dict[str, Any]:
         place = memory.kbs.get(kb)  # `not_found` naming `kb list`
         if (gone := _gone(place)) is not None:
             raise gone
-        return {**remote.runs(place.name).run_now(), "kb": place.name}
+        return _round(remote.runs(place.name), place.name)
     reply: dict[str, Any] = {}
     failed: MemoryAgentError | None = None
     others = []
@@ -46,14 +55,14 @@ def sync(memory: Memory, remote: KbRemotes, kb: str | None) -> dict[str, Any]:
     for place, runs in every:
         if place.personal:
             if runs.syncer.url() is not None or len(every) == 1:
-                reply = {**runs.run_now(), "kb": place.name}  # no remote: not_ready, as before
+                reply = _round(runs, place.name)  # no remote: not_ready, as before
             continue
         try:
             if (gone := _gone(place)) is not None:
                 raise gone
             if runs.syncer.url() is None:
                 continue
-            others.append({**runs.run_now(), "kb": place.name})
+            others.append(_round(runs, place.name))
         except MemoryAgentError as exc:
             others.append({"kb": place.name, "error": describe(exc).as_json()})
             if failed is None:
@@ -66,13 +75,27 @@ def sync(memory: Memory, remote: KbRemotes, kb: str | None) -> dict[str, Any]:
     return reply
 
 
-def remote_status(remote: KbRemotes) -> dict[str, Any]:
+def _status(runs: RemoteRuns, look: bool) -> dict[str, Any]:
+    """One KB's remote state and what its rounds did since a person last looked (`look`: a
+    person looks now - `memory-agent remote`)."""
+    reply = runs.syncer.status()
+    if reply.get("remote") is None:
+        return reply
+    if look:
+        with runs.between_rounds():
+            reply["since_last_look"] = runs.syncer.look(mark=True)
+    else:
+        reply["since_last_look"] = runs.syncer.look(mark=False)
+    return reply
+
+
+def remote_status(remote: KbRemotes, look: bool = False) -> dict[str, Any]:
     """The personal KB's remote state, and every other KB's under `kbs`."""
-    reply = remote.syncer.status()
+    reply = _status(remote.runs(), look)
     others = [
         {"kb": p.name, "remote": None, "error": describe(gone).as_json()}
         if (gone := _gone(p)) is not None
-        else {"kb": p.name, **runs.syncer.status()}
+        else {"kb": p.name, **_status(runs, look)}
         for p, runs in remote.all()
         if not p.personal
     ]

@@ -67,6 +67,7 @@ WRITE_TOOLS = (
     "memory_add",
     "memory_supersede",
     "memory_archive",
+    "memory_resolve_fork",
     "memory_set_importance",
     "memory_accept",
     "memory_reject",

@@ -23,6 +23,7 @@ __all__ = [
     "ImportanceReply",
     "ProposalsReply",
     "RejectReply",
+    "ResolveReply",
     "SearchReply",
     "StatusReply",
     "SupersedeReply",
@@ -76,7 +77,23 @@ class Hit(TypedDict):
         ),
     ]
     status: Annotated[str, Field(description="active or archived (superseded never shows)")]
-    score: Annotated[float, Field(description="Relevance plus the ranking signals.")]
+    score: Annotated[
+        float,
+        Field(
+            description="Relevance plus the ranking signals; relative: the best hit of any "
+            "search scores about 1, whether it answers it or not."
+        ),
+    ]
+    similarity: NotRequired[
+        Annotated[
+            float | None,
+            Field(
+                description="Absolute: the cosine of the query and the hit's closest passage "
+                "(MiniLM: unrelated text near 0, a close paraphrase above 0.5); null while the "
+                "model loads."
+            ),
+        ]
+    ]
     snippet: Annotated[str, Field(description="The best matching passage, shortened.")]
     source: Annotated[
         str | None,
@@ -112,6 +129,15 @@ class SearchReply(TypedDict):
             Field(
                 description="Set while the model loads, or while its embedding server does "
                 "not answer (the reason follows): keyword matching only."
+            ),
+        ]
+    ]
+    elsewhere: NotRequired[
+        Annotated[
+            list[str],
+            Field(
+                description="Nothing in this project's scope matched well, but entries of these "
+                "other projects do: search again with scope all (or a project's name)."
             ),
         ]
     ]
@@ -199,6 +225,26 @@ class ArchiveReply(TypedDict):
 
 
 @with_config(_OPEN)
+class ResolveReply(TypedDict):
+    status: Annotated[
+        Literal["preview", "resolved", "duplicate"],
+        Field(description="preview: nothing written yet. resolved: one commit written."),
+    ]
+    id: Annotated[str, Field(description="The entry that was forked.")]
+    kept: NotRequired[Annotated[str, Field(description="The successor kept (keep).")]]
+    merged_into: NotRequired[Annotated[str, Field(description="The new entry (merge).")]]
+    archived: Annotated[list[str], Field(description="Successors archived, naming the fork.")]
+    superseded: Annotated[list[str], Field(description="Successors the merge supersedes.")]
+    preview: NotRequired[Preview]
+    next: NotRequired[str]
+    commit: NotRequired[Commit]
+    generation: NotRequired[Generation]
+    duplicate_of: NotRequired[str]
+    score: NotRequired[float]
+    match: NotRequired[Literal["exact", "near"]]
+
+
+@with_config(_OPEN)
 class ImportanceReply(TypedDict):
     id: Id
     importance: Annotated[int, Field(ge=1, le=10)]
@@ -212,17 +258,27 @@ class HistoryStep(TypedDict):
     type: str
     status: str
     created: str
+    supersedes: NotRequired[Annotated[list[str], Field(description="Ids this step replaced.")]]
     superseded_by: NotRequired[str | list[str]]
     superseded_at: NotRequired[str]
     archived_at: NotRequired[str]
     archive_reason: NotRequired[str]
     reason: NotRequired[Annotated[str, Field(description="Why the step ended.")]]
+    branch: NotRequired[
+        Annotated[
+            bool,
+            Field(description="Off the line from the first entry to the current one (a fork)."),
+        ]
+    ]
 
 
 @with_config(_OPEN)
 class HistoryReply(TypedDict):
     id: Id
-    chain: Annotated[list[HistoryStep], Field(description="Oldest first.")]
+    chain: Annotated[
+        list[HistoryStep],
+        Field(description="Every entry of the supersede graph through it, oldest first."),
+    ]
 
 
 @with_config(_OPEN)

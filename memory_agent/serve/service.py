@@ -28,7 +28,7 @@ from typing import Any
 
 from memory_agent import limits
 from memory_agent.config import endpoint_of
-from memory_agent.errors import Conflict, Invalid
+from memory_agent.errors import Conflict
 from memory_agent.index.memory import Memory
 from memory_agent.intake import journal
 from memory_agent.intake.projects import ProjectCache
@@ -37,6 +37,7 @@ from memory_agent.kb.scopes import project_named
 from memory_agent.recall import injection as recall_mod
 from memory_agent.recall import reads
 from memory_agent.recall.gc import plan
+from memory_agent.recall.history import history
 from memory_agent.recall.reads import run_search
 from memory_agent.serve import browse, health, kb_admin
 from memory_agent.serve.gate_runs import GateRuns
@@ -295,24 +296,16 @@ class Service:
             found.reply["degraded"] = why
         return self.usage.record_search(query, found, t, caller)
 
-    def get(self, entry_id: str) -> dict[str, Any]:
+    def get(self, entry_id: str, caller: str | None = None) -> dict[str, Any]:
         self.touch()
         reply = reads.get(self.memory, entry_id)  # reads the file; no lock
-        self.usage.record("get", entry=reply["id"])
+        self.usage.record_get(reply["id"], caller)  # a person's look is logged apart
         return reply
 
     def set_importance(self, entry_id: str, importance: int, note: str | None) -> dict[str, Any]:
         """Its only side effect is an event (which the ranking reads)."""
         self.touch()
-        if (
-            isinstance(importance, bool)
-            or not isinstance(importance, int)
-            or not 1 <= importance <= 10
-        ):
-            raise Invalid(
-                f"importance: {importance!r} is out of range",
-                "pass a whole number from 1 (minor) to 10 (must not be missed)",
-            )
+        limits.check_importance(importance)
         limits.check_text("note", note, limits.MAX_NOTE)
         entry = reads.get(self.memory, entry_id)  # refuses unknown ids
         self.usage.record("importance", entry=entry["id"], importance=importance, note=note)
@@ -320,7 +313,7 @@ class Service:
 
     def history(self, entry_id: str) -> dict[str, Any]:
         self.touch()
-        return reads.history(self.memory, entry_id)  # reads the files; no lock
+        return history(self.memory, entry_id)  # reads the files; no lock
 
     def gc(self, *, dry_run: bool = True, confirm: bool = False) -> dict[str, Any]:
         self.touch()
@@ -370,8 +363,8 @@ class Service:
         self.model.wait()  # the index refresh after a pull needs the model
         return kb_admin.sync(self.memory, self.remote, kb)
 
-    def remote_status(self) -> dict[str, Any]:
-        return kb_admin.remote_status(self.remote)
+    def remote_status(self, look: bool = False) -> dict[str, Any]:
+        return kb_admin.remote_status(self.remote, look)  # look: a person looks now
 
     # -- the knowledge bases of the home (`serve.kb_admin`) ---------------------------------
     def kb_list(self) -> dict[str, Any]:
@@ -400,6 +393,9 @@ class Service:
 
     def archive(self, **kwargs: Any) -> dict[str, Any]:
         return self._write(self._gateway_of(kwargs.get("entry_id")).archive, **kwargs)
+
+    def resolve_fork(self, **kwargs: Any) -> dict[str, Any]:
+        return self._write(self._gateway_of(kwargs.get("entry_id")).resolve_fork, **kwargs)
 
     def _gateway_of(self, entry_id: Any) -> Gateway:
         """The gateway of the KB an id names (`team:x`; a bare id: personal)."""

@@ -54,6 +54,7 @@ TOOL_NAMES = (
     "memory_add",
     "memory_supersede",
     "memory_archive",
+    "memory_resolve_fork",
     "memory_set_importance",
     "memory_history",
     "memory_index_status",
@@ -155,6 +156,15 @@ def build_server(service: Service) -> MCPServer:
                 max_length=32,
             ),
         ] = None,
+        min_score: Annotated[
+            float | None,
+            Field(
+                description="Leave out hits whose `similarity` (absolute, unlike `score`) is "
+                "below this, e.g. 0.3: an empty answer then means the memory has nothing on it.",
+                ge=-1,
+                le=1,
+            ),
+        ] = None,
         ctx: Context | None = None,
     ) -> schemas.SearchReply:
         """Search the memory (knowledge base + read-only project docs) by meaning and keywords.
@@ -166,7 +176,9 @@ def build_server(service: Service) -> MCPServer:
         not answering: the text says which) and only keyword matching was used; search again
         in a few seconds for the full result. Each hit's `scope` says
         whether it holds everywhere (global) or in one project; another project's entries
-        appear only with `scope: all` or its name.
+        appear only with `scope: all` or its name (`elsewhere` names the projects that have
+        something when this one has nothing). `score` ranks the hits of one search; the
+        absolute `similarity` says whether the best of them is about the query at all.
         """
         return service.search(
             query,
@@ -182,15 +194,17 @@ def build_server(service: Service) -> MCPServer:
             explain=explain,
             as_of=as_of,
             kb=kb,
+            min_score=min_score,
         )
 
     @tool("Read one entry", READ)
-    def memory_get(id: IdArg) -> schemas.EntryReply:
+    def memory_get(id: IdArg, ctx: Context | None = None) -> schemas.EntryReply:
         """Read one entry in full, by the id a search returned.
 
-        If `status` is superseded, read `superseded_by` instead: that entry replaced this one.
+        If `status` is superseded, read `superseded_by` instead: that entry replaced this one
+        (a list of two: a fork two machines made; memory_resolve_fork resolves it).
         """
-        return service.get(id)
+        return service.get(id, caller_of(ctx))
 
     @tool(
         "Remember something new",
@@ -315,6 +329,69 @@ def build_server(service: Service) -> MCPServer:
         `confirm: true`: `status: archived`.
         """
         return service.archive(entry_id=id, reason=reason, confirm=confirm, request_id=request_id)
+
+    @tool("Resolve a fork", RETIRES)
+    def memory_resolve_fork(
+        id: Annotated[
+            str,
+            Field(
+                description="The entry two machines superseded: its superseded_by lists two "
+                "successors (memory_get shows it; `memory-agent remote` lists every fork).",
+                min_length=1,
+                max_length=limits.MAX_ID,
+            ),
+        ],
+        keep: Annotated[
+            str | None,
+            Field(
+                description="The successor to keep; the other is archived, its reason naming "
+                "the fork. Leave it out to merge (title and body).",
+                max_length=limits.MAX_ID,
+            ),
+        ] = None,
+        title: Annotated[
+            str | None,
+            Field(
+                description="Merge: the new entry's title (one line).",
+                max_length=limits.MAX_TITLE,
+            ),
+        ] = None,
+        body: Annotated[
+            str | None,
+            Field(
+                description="Merge: the new entry's text, written from both successors; it "
+                "supersedes both.",
+                max_length=limits.MAX_BODY,
+            ),
+        ] = None,
+        reason: Annotated[
+            str | None,
+            Field(
+                description="Keep: why (added to the archived successor's reason).",
+                max_length=limits.MAX_REASON,
+            ),
+        ] = None,
+        confirm: ConfirmArg = False,
+        request_id: RequestIdArg = None,
+    ) -> schemas.ResolveReply:
+        """Resolve a fork: an entry that two machines superseded, so a sync left it with two
+        successors. Keep one (`keep`: the other is archived, nothing deleted) or merge both
+        into a new entry (`title` and `body`: it supersedes both); the old entry then names one
+        successor again.
+
+        First call without `confirm`: `status: preview` shows every file as it would be
+        written, and nothing is written. Then the same arguments with `confirm: true`:
+        `status: resolved`, one git commit, synced like any write.
+        """
+        return service.resolve_fork(
+            entry_id=id,
+            keep=keep,
+            title=title,
+            body=body,
+            reason=reason,
+            confirm=confirm,
+            request_id=request_id,
+        )
 
     @tool(
         "Say how much an entry matters",

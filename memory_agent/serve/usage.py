@@ -15,7 +15,7 @@ from typing import Any
 
 from memory_agent.index.memory import Memory
 from memory_agent.intake.redact import redact
-from memory_agent.recall.events import EventLog, apply_event, compact, fold
+from memory_agent.recall.events import EventLog, apply_event, compact, fold, is_look
 from memory_agent.recall.reads import Found
 
 __all__ = ["QUERY_LOG_CHARS", "Usage"]
@@ -54,6 +54,10 @@ class Usage:
         with self._stats_lock:
             apply_event(self._memory.stats, event)
 
+    def record_get(self, entry: str, caller: str | None) -> None:
+        """An entry read: an agent's `get` (it counts as use), or a person's look."""
+        self.record("look" if is_look(caller) else "get", entry=entry)
+
     def record_search(
         self, query: str, found: Found, started: float, caller: str | None
     ) -> dict[str, Any]:
@@ -75,10 +79,11 @@ class Usage:
                 },
             )
         ]
+        kind = "look" if is_look(caller) else "recall"  # a person's look is not a recall
         for rank, hit in enumerate(reply["hits"], start=1):
             items.append(
                 (
-                    "recall",
+                    kind,
                     {
                         "qid": qid,
                         "entry": hit["id"],

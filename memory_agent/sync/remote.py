@@ -23,7 +23,8 @@ now; the daemon runs them on its own). A round (`Syncer.run`):
    is pushed or replayed, every local commit is kept, and the round fails naming the fix.
 
 What a round did and what waits for a person (forks, variants, a stop) is kept in
-`<home>/run/remote.json` for `status`.
+`<home>/run/remote.json` for `status`, with the rounds a person has not been shown yet
+(`memory_agent.sync.rounds`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.sync.merging import VARIANTS
 from memory_agent.sync.publish import check_quiet, check_secrets
 from memory_agent.sync.replay import clean_stale, replay
+from memory_agent.sync.rounds import mark_seen, note_round, unseen
 from memory_agent.sync.transport import FETCH_TIMEOUT_S, REMOTE, fetch, push, shown
 from memory_agent.sync.upstream import check_missing_branch, refused_commit, set_remote
 
@@ -232,14 +234,25 @@ class Syncer:
             raise
         record = self.record()
         record.update(last_sync=self.clock(), last_error=None)
+        note_round(record, report, self.clock())  # for the person not looking (`sync.rounds`)
         self._save(record)
         return report
+
+    def look(self, mark: bool) -> dict[str, Any] | None:
+        """What the rounds did since a person last looked (`memory_agent.sync.rounds`), or
+        None; `mark`: they have looked now. Call between rounds (`RemoteRuns.between_rounds`)."""
+        record = self.record()
+        found = unseen(record)
+        if mark and found is not None and mark_seen(record, found["upto"]):
+            self._save(record)
+        return found
 
     def _round(self) -> dict[str, Any]:
         branch = self.branch()
         report: dict[str, Any] = {
             "branch": branch,
             "pulled": 0,
+            "entries_in": 0,
             "pushed": 0,
             "replayed": 0,
             "renamed": [],
@@ -349,6 +362,9 @@ class Syncer:
                 self.repo.git("update-ref", "-d", rescue)
                 raise refused from None
             report.setdefault("moves", []).append(why)
+            report["entries_in"] = report.get("entries_in", 0) + sum(
+                1 for n in changed if n.endswith(".md") and not n.startswith(f"{VARIANTS}/")
+            )
             self.refresh([self.kb_dir / name for name in changed])  # exactly those files
         return head
 

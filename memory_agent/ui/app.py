@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from memory_agent.errors import Invalid, MemoryAgentError, describe
 from memory_agent.kb.entries import ENTRY_TYPES
 from memory_agent.ui.data import UIData
-from memory_agent.ui.render import Pages
+from memory_agent.ui.render import Pages, for_page
 
 __all__ = ["create_app"]
 
@@ -131,7 +131,7 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
         return HTMLResponse(html, status_code=status)
 
     def failure(exc: Exception) -> HTMLResponse:
-        info = describe(exc, log_hint="the terminal that runs `memory-agent ui`")
+        info = for_page(describe(exc, log_hint="the terminal that runs `memory-agent ui`"))
         if info.code == "internal":
             log.error("page failed", exc_info=exc)
         status = (
@@ -189,7 +189,7 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
                 )
             )
         except Exception as exc:  # noqa: BLE001
-            info = describe(exc, log_hint="the terminal that runs `memory-agent ui`")
+            info = for_page(describe(exc, log_hint="the terminal that runs `memory-agent ui`"))
             if info.code == "internal":
                 log.error("search failed", exc_info=exc)
             return page(pages.search(q, None, ENTRY_TYPES, error=info), 400)
@@ -216,9 +216,12 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
             )
             commits = await run(data.file_history, got["path"]) if got["writable"] else []
             activity = await run(data.activity, 30, entry_id)
+            later = got.get("superseded_by")
+            forked = later if isinstance(later, list) and len(later) > 1 else []
+            successors = [await run(data.tool, "memory_get", id=s) for s in forked]
         except Exception as exc:  # noqa: BLE001
             return failure(exc)
-        return page(pages.entry(got, context, history, commits, activity))
+        return page(pages.entry(got, context, history, commits, activity, successors))
 
     async def add_form(request: Request) -> Response:
         try:
@@ -266,6 +269,18 @@ def create_app(home: Path, *, token: str | None = None, port_of=lambda: 0) -> St
                         old_id=entry_id,
                         title=form.get("title", ""),
                         body=form.get("body", ""),
+                        confirm=confirm,
+                    )
+                )
+            elif action == "resolve":  # a fork: keep one successor, or merge both
+                keep = form.get("keep") or None
+                reply = await run(
+                    lambda: data.tool(
+                        "memory_resolve_fork",
+                        id=entry_id,
+                        keep=keep,
+                        title=None if keep else form.get("title", ""),
+                        body=None if keep else form.get("body", ""),
                         confirm=confirm,
                     )
                 )

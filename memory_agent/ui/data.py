@@ -10,14 +10,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from memory_agent import config
+from memory_agent import __version__, config
 from memory_agent.capture.episodes import load_session
 from memory_agent.capture.gate import read_state
 from memory_agent.client import DaemonClient
 from memory_agent.clock import Clock
 from memory_agent.intake.journal import sessions
 from memory_agent.kb.gitrepo import KBRepo
-from memory_agent.recall.events import read_events
+from memory_agent.recall.events import LOOK_CALLER, read_events
 
 __all__ = ["UIData"]
 
@@ -26,6 +26,7 @@ class UIData:
     def __init__(self, home: Path):
         self.home = home
         self.client = DaemonClient(home, timeout=120)
+        self.client.caller = f"{LOOK_CALLER}/{__version__}"  # a person's look, not an agent's use
         self.clock = Clock.from_setting(config.load({"home": str(home)}).clock)  # time is a setting
         self._events_cache: tuple[tuple, list[dict[str, Any]]] | None = None
         self._sessions_cache: dict[str, tuple[tuple, dict[str, Any] | None]] = {}

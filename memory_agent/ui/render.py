@@ -13,7 +13,9 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 
-__all__ = ["Pages", "markdown", "plain"]
+from memory_agent.errors import ErrorInfo
+
+__all__ = ["Pages", "for_page", "markdown", "plain"]
 
 TEMPLATES = Path(__file__).parent / "templates"
 SIGNALS = ("reinforcement", "importance", "recency", "dormancy", "links")
@@ -69,6 +71,32 @@ def plain(text: str) -> str:
         elif token.type in ("fence", "code_block"):
             words.append(token.content.strip() + " ")
     return re.sub(r"\s+", " ", "".join(words)).strip()
+
+
+# An error's words for a person at this browser, not for an agent: the tools it names become
+# the pages and buttons that do the same (as `errors.for_cli` names commands for the CLI).
+_PAGE_WORDS = (
+    ("find ids with memory_search", "search for it on the Search page, or browse Entries"),
+    ("memory_search", "the Search page"),
+    ("memory_get", "the entry's page"),
+    ("memory_add", "the Add page"),
+    ("memory_supersede", "Supersede on the entry's page"),
+    ("memory_archive", "Archive on the entry's page"),
+    ("memory_resolve_fork", "Resolve the fork on the entry's page"),
+    ("memory_index_status", "the Overview"),
+    ("confirm=true", "Confirm"),
+)
+
+
+def for_page(info: ErrorInfo) -> ErrorInfo:
+    """An `ErrorInfo` whose message and fix speak of this browser's pages."""
+
+    def words(text: str) -> str:
+        for tool, page in _PAGE_WORDS:
+            text = text.replace(tool, page)
+        return text
+
+    return ErrorInfo(info.code, words(info.message), words(info.fix))
 
 
 def bar(value: float, scale: float, *, width: int = 160, negative: bool = False) -> Markup:
@@ -191,10 +219,11 @@ class Pages:
             nav="entries",
         )
 
-    def entry(self, got, context, history, commits, activity) -> str:
+    def entry(self, got, context, history, commits, activity, successors=()) -> str:
         return self._render(
             "entry.html",
             e=got,
+            successors=list(successors),
             context=context,
             history=history,
             commits=commits,

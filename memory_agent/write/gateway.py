@@ -51,6 +51,7 @@ from memory_agent.write.checks import (
     new_entry,
 )
 from memory_agent.write.dedup import find_duplicate
+from memory_agent.write.forks import fork_hint, resolve_fork, successors_of
 from memory_agent.write.import_plan import plan_import
 from memory_agent.write.imports import clean_sections
 from memory_agent.write.transaction import Transactions
@@ -141,11 +142,14 @@ class Gateway:
             if duplicate is not None:
                 if not (force and duplicate["match"] == "near"):
                     reply = {"status": "duplicate", "id": duplicate["duplicate_of"], **duplicate}
-                    if duplicate["match"] == "near":
-                        reply["next"] = (
-                            "read it with memory_get; supersede it if yours is better, or "
-                            "pass force=true if yours is a different thing"
-                        )
+                    reply["next"] = (
+                        f"read {duplicate['duplicate_of']} with memory_get; memory_supersede "
+                        f"{duplicate['duplicate_of']} if yours is better, or pass force=true if "
+                        "yours is a different thing"
+                        if duplicate["match"] == "near"
+                        else f"{duplicate['duplicate_of']} says exactly this already: nothing "
+                        f"to add; to change it, memory_supersede {duplicate['duplicate_of']}"
+                    )
                     self.writes.remember(request, reply)
                     return reply
                 message += (
@@ -211,14 +215,11 @@ class Gateway:
                 self.memory.refresh(force=True)
             old_path, old = load_writable(self.memory, old_id)
             if old.status == "superseded":
-                later = old.extra.get("superseded_by")
-                later = ", ".join(
-                    self.place.qualify(str(x))
-                    for x in (later if isinstance(later, list) else [later])
-                )
-                raise Conflict(
-                    f"{old_id} is already superseded by {later}", f"supersede {later} instead"
-                )
+                later = ", ".join(self.place.qualify(x) for x in successors_of(old))
+                fix = f"supersede {later} instead"
+                if len(successors_of(old)) > 1:  # a fork a sync left: one command resolves it
+                    fix = f"it is a fork: `memory-agent resolve {old_id} --keep ID` (or --merge)"
+                raise Conflict(f"{old_id} is already superseded by {later}", fix)
             if old.status == "archived":
                 raise Conflict(
                     f"{old_id} is archived ({old.extra.get('archive_reason')})",
@@ -298,6 +299,13 @@ class Gateway:
                         "old_id": self.place.qualify(old.id),
                         **duplicate,
                     }
+                    hint = fork_hint(self, old, duplicate["duplicate_of"])
+                    reply["next"] = hint or (
+                        f"{duplicate['duplicate_of']} already says this: memory_archive "
+                        f"{self.place.qualify(old.id)} if it is wrong, or memory_supersede "
+                        f"{duplicate['duplicate_of']}"
+                        + (", or pass force=true" if duplicate["match"] == "near" else "")
+                    )
                     self.writes.remember(request, reply)
                     return reply
                 message += (
@@ -340,10 +348,12 @@ class Gateway:
                     "nothing to do",
                 )
             if entry.status == "superseded":
+                later = ", ".join(self.place.qualify(x) for x in successors_of(entry))
                 raise Conflict(
-                    f"{entry_id} is superseded by {entry.extra.get('superseded_by')} "
-                    "and already out of search",
-                    f"archive {entry.extra.get('superseded_by')} if it is wrong",
+                    f"{entry_id} is superseded by {later} and already out of search",
+                    f"archive {later} if it is wrong"
+                    if len(successors_of(entry)) < 2
+                    else f"it is a fork: `memory-agent resolve {entry_id} --keep ID` (or --merge)",
                 )
             entry.status = "archived"
             when = self.writes.when("memory_archive", {"id": entry_id, "reason": reason}, confirm)
@@ -365,6 +375,14 @@ class Gateway:
                 "kb": self.place.name,
             }
             return self.writes.apply({path: text}, f"memory: archive {entry.id}", request, reply)
+
+    def resolve_fork(self, entry_id: str, **request: Any) -> dict[str, Any]:
+        """Bring a fork (two successors a sync left) back to one: keep one, or merge both
+        into a new entry - a preview, then one commit (`memory_agent.write.forks`)."""
+        with self.memory.session():
+            return resolve_fork(
+                self, lambda s: self._seen(s, None, None, None), entry_id, **request
+            )
 
     def archive_many(self, ids: list[str], reason: str, confirm: bool = False) -> dict[str, Any]:
         """Archive several entries in ONE commit (used by gc). Preview unless `confirm`.

@@ -14,7 +14,8 @@ For each section, in order (the first decision that applies):
 - **supersede**: an active entry came from the same origin with other text - a new entry
   supersedes it (the old one marked `superseded`), both files in the import's commit. The new
   entry keeps the old one's scope unless the import names one (as `memory_supersede`);
-- **new**: a new entry, in the import's scope;
+- **new**: a new entry, in the import's scope, its id made from its project, file and heading
+  (`alpha-claude-md-pitfalls`);
 - **skipped**: refused by the entry checks (a body over the limit, ...), with the reason.
 
 An entry from an origin that no longer appears in an imported file is left as it is and
@@ -42,7 +43,7 @@ from ragcore import Document, chunk_document
 if TYPE_CHECKING:
     from memory_agent.index.memory import Memory
 
-__all__ = ["Action", "ImportPlan", "plan_import"]
+__all__ = ["Action", "ImportPlan", "id_seed", "plan_import"]
 
 SHOWN = 10  # actions a reply lists in full
 
@@ -138,6 +139,18 @@ def _file_of(origin: str) -> str:
     return origin.partition("#")[0]
 
 
+def id_seed(section: Section, scope: str) -> str:
+    """What an imported entry's id is made from: its project (a scope other than global),
+    its file and its heading - `alpha-claude-md-pitfalls`, not a third `pitfalls-3` that says
+    nothing of where it came from. (The title stays the heading.)"""
+    file = _file_of(section.origin).removeprefix(ORIGIN_PREFIX).rstrip("/").rsplit("/", 1)[-1]
+    parts = [scope] if scope != "global" else []
+    parts.append(file)
+    if section.title.strip().lower() != Path(file).stem.lower():
+        parts.append(section.title)
+    return " ".join(parts)
+
+
 def plan_import(
     memory: Memory, repo: KBRepo, sections: list[Section], scope: str | None, project: str | None
 ) -> ImportPlan:
@@ -214,7 +227,7 @@ def plan_import(
         except Invalid as exc:
             plan.actions.append(Action("skipped", section, reason=exc.message))
             continue
-        entry.id = make_id(entry.title, lambda i: i in used or name_taken(kb, i))
+        entry.id = make_id(id_seed(section, where), lambda i: i in used or name_taken(kb, i))
         used.add(entry.id)
         path = entry_path(kb, entry.type, entry.id)
         check_target(kb, path)

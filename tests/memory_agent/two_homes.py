@@ -38,6 +38,18 @@ class Home:
             raise AssertionError(proc.stderr or proc.stdout)
         return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else {}
 
+    def cli_text(self, *args):
+        """A command as a person reads it (no --json): its stdout."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "memory_agent", *args, "--home", str(self.path)],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr or proc.stdout
+        return proc.stdout
+
     def add(self, title, body, *extra):
         _, reply = self.cli("add", "--title", title, "--body", body, *extra)
         assert reply["status"] == "created", reply

@@ -4,6 +4,7 @@ with its help, argument errors in JSON with one exit status, and `memory-agent e
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -177,3 +178,43 @@ def test_eval_prints_metrics_per_category(tmp_path, shared_cache):
         timeout=60,
     )
     assert proc.returncode == 2 and "no query" in proc.stderr and "speaker" in proc.stderr
+
+
+# -- where a person meets the CLI (issue 31, item 5) ----------------------------------------------
+def test_the_help_lists_the_commands_by_job_with_the_web_app_apart(tmp_path):
+    from memory_agent.cli.groups import GROUPS
+    from memory_agent.cli.main import build_parser
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory_agent", "--help"], capture_output=True, text=True
+    )
+    assert proc.returncode == 0
+    text = proc.stdout
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    listed = [n for _, names in GROUPS for n in names]
+    assert sorted(listed) == sorted(sub.choices)  # each command in exactly one group
+    sections = dict(re.findall(r"^([a-z][^\n]*):\n((?:  \S.*\n)+)", text, re.M))
+    assert set(sections) >= {"start here", "entries", "beyond this machine", "not the memory"}
+    assert re.findall(r"^  (\w+)", sections["not the memory"], re.M) == ["web"]
+    assert "legal_web" in sections["not the memory"]
+    assert "resolve" in sections["entries"] and "sync" in sections["beyond this machine"]
+    assert "{init,connect" not in text  # not one flat list of every name
+
+
+def test_a_duplicate_says_what_to_do_instead(home, shared_cache):
+    args = ("add", "--title", "Timestamps", "--body", "Store timestamps as UTC.")
+    first = cli(home, shared_cache, *args)
+    assert first.returncode == 0 and "created:" in first.stdout, first.stderr
+    again = cli(home, shared_cache, *args)
+    assert again.returncode == 0 and "nothing written" in again.stdout
+    assert "memory-agent supersede" in again.stdout  # before: no hint at all
+
+
+def test_init_shows_the_memory_first_and_the_settings_on_request(tmp_path, shared_cache):
+    home = tmp_path / "home"
+    plain = cli(home, shared_cache, "init", "--no-index", "--embedder", "minilm")
+    assert plain.returncode == 0, plain.stderr
+    assert "memory-agent connect claude-code" in plain.stdout
+    assert "claude mcp add" not in plain.stdout and len(plain.stdout.splitlines()) < 15
+    full = cli(home, shared_cache, "init", "--no-index", "--print-config")
+    assert "claude mcp add" in full.stdout and len(full.stdout.splitlines()) > 100

@@ -117,7 +117,16 @@ def test_every_printed_capture_hook_is_synchronous_and_claude_code_gets_a_permis
 def test_init_says_how_to_allow_the_writes(tmp_path, shared_cache):
     home = tmp_path / "printed"
     proc = subprocess.run(
-        [sys.executable, "-m", "memory_agent", "init", "--no-index", "--home", str(home)],
+        [
+            sys.executable,
+            "-m",
+            "memory_agent",
+            "init",
+            "--no-index",
+            "--print-config",
+            "--home",
+            str(home),
+        ],
         capture_output=True,
         text=True,
         env=env_for(home, shared_cache),

@@ -206,7 +206,30 @@ def test_codex_config_toml_and_hooks_json(homes, shared_cache):
     assert tree(user) == connected
     ok(connect(user, mem, shared_cache, "codex", "--remove", "--confirm", **env))
     assert (codex / "config.toml").read_bytes() == before[".codex/config.toml"]
-    assert json.loads((codex / "hooks.json").read_text()) == {}
+    assert not (codex / "hooks.json").exists()  # connect made it: no `{}` left (issue 31)
+
+
+def test_remove_leaves_no_empty_file_connect_created(homes, shared_cache):
+    """`connect codex --remove` left a `hooks.json` of `{}` (and an empty config.toml) that
+    connect had created; the files it made are gone again, each backed up first. (Issue 31.)"""
+    user, mem, env = homes
+    ok(connect(user, mem, shared_cache, "codex", "--confirm", **env))
+    codex = user / ".codex"
+    assert (codex / "hooks.json").is_file() and (codex / "config.toml").is_file()
+    out = ok(connect(user, mem, shared_cache, "codex", "--remove", "--confirm", **env))
+    assert "delete" in out
+    left = sorted(p.name for p in codex.iterdir())
+    assert "hooks.json" not in left and "config.toml" not in left, left
+    assert any(n.startswith("hooks.json.memory-agent-") for n in left)  # the backup
+
+
+def test_connecting_to_a_home_that_does_not_exist_says_so(homes, shared_cache):
+    """A typo in --home (or no `init` yet) connected the agent to nothing, silently."""
+    user, mem, env = homes
+    out = ok(connect(user, mem, shared_cache, "cursor", **env))
+    assert f"there is no memory at {mem} yet" in out and "memory-agent init" in out
+    reply = json.loads(ok(connect(user, mem, shared_cache, "cursor", "--json", **env)))
+    assert reply["home_exists"] is False
 
 
 def test_codex_home_is_honoured(homes, shared_cache, tmp_path):

@@ -76,7 +76,7 @@ def test_tools_are_annotated_so_clients_can_auto_approve_reads(tools):
         "memory_proposals",
     }
     destructive = {n for n, t in tools.items() if t["annotations"].get("destructiveHint")}
-    assert destructive == {"memory_supersede", "memory_archive"}
+    assert destructive == {"memory_supersede", "memory_archive", "memory_resolve_fork"}
     assert tools["memory_set_importance"]["annotations"]["idempotentHint"] is True
 
 

@@ -361,3 +361,60 @@ def test_status_lists_a_fork_whose_file_name_has_a_space_or_is_not_ascii(tmp_pat
         git(kb, "add", f"note/{name}")
     commit(kb, "two forks")
     assert sorted(f["id"] for f in syncer.status()["forks"]) == ["cafe", "two-words"]
+
+
+# -- what the rounds did while nobody looked (issue 31, item 4) -----------------------------------
+def test_what_the_rounds_did_is_summed_until_a_person_looks():
+    from memory_agent.sync.rounds import KEPT, mark_seen, note_round, unseen
+
+    record: dict = {}
+    note_round(record, {"pulled": 0, "pushed": 0, "renamed": [], "forks": []}, 1.0)
+    assert unseen(record) is None  # a round that did nothing is not kept
+    note_round(record, {"pushed": 7}, 2.0)
+    renamed = {"id": "deploy-window", "replayed_as": "deploy-window-2"}
+    note_round(record, {"pulled": 4, "entries_in": 15, "renamed": [renamed]}, 3.0)
+    seen = unseen(record)
+    assert seen["rounds"] == 2 and (seen["since"], seen["until"]) == (2.0, 3.0)
+    assert (seen["pulled"], seen["pushed"], seen["entries_in"]) == (4, 7, 15)
+    assert seen["renamed"] == [renamed]
+    assert mark_seen(record, seen["upto"]) and unseen(record) is None
+    for n in range(KEPT + 5):
+        note_round(record, {"pushed": 1}, 10.0 + n)
+    assert len(record["rounds"]) == KEPT and unseen(record)["pushed"] == KEPT
+
+
+def test_sync_reports_what_the_daemons_own_rounds_did_and_the_renamed_twin(pair):
+    """The issue's walk: the daemon's round pushed, pulled and renamed a moment before the
+    person typed `sync`, which then said `pulled 0, pushed 0` and nothing of the new id."""
+    import re
+    import time
+
+    a, b, remote = pair
+    join_both(a, b, remote)
+    a.add("Deploy window", "Deploys happen on Tuesdays.")
+    a.sync()
+    b.add("Deploy window", "Deploys happen on Thursdays after the freeze.")
+    b.add("Freeze calendar", "The December freeze starts on the 15th.")
+    b.add("Pager rotation", "The on-call pager rotates every Monday at ten.")
+    b.add("Staging proxy port", "The staging proxy listens on port 8443.")
+    DaemonClient(b.path).stop(wait=True)
+    (b.path / "config.toml").write_text('embedder = "minilm"\nsync_interval = 1\n')
+    b.cli("status")  # the daemon starts, and with it its own rounds
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not (b.kb / "note" / "deploy-window-2.md").exists():
+        time.sleep(0.5)
+    assert (b.kb / "note" / "deploy-window-2.md").exists()
+    DaemonClient(b.path).stop(wait=True)  # no more rounds of its own: the person's look now
+    (b.path / "config.toml").write_text('embedder = "minilm"\nsync_interval = 0\n')
+    plain = b.cli_text("status")
+    renamed = "this machine's new entry deploy-window is now deploy-window-2"
+    assert renamed in plain, plain
+    said = b.cli_text("sync")
+    assert "this round pulled 0, pushed 0" in said, said
+    assert re.search(r"since you last looked, \d+ round\(s\) of sync", said), said
+    assert "pulled 1 commit(s)" in said and re.search(r"pushed [4-9] commit\(s\)", said), said
+    assert renamed in said
+    again = b.cli_text("sync")
+    assert "since you last looked" not in again and renamed not in again
+    shown = b.cli_text("remote")
+    assert "UTC" in shown and not re.search(r"\d{10}\.\d", shown), shown

@@ -425,3 +425,26 @@ def test_an_alias_bomb_in_an_imported_file_is_skipped_not_expanded(world):
     assert skipped["file"] == str(notes / "bomb.md")
     assert "alias *a (line 4)" in skipped["reason"] and "write the value out" in skipped["reason"]
     assert [e["title"] for e in reply["entries"]] == ["Fine"]
+
+
+def test_imported_ids_say_which_project_and_file_they_came_from(world):
+    """Three projects' CLAUDE.md and AGENTS.md each with a `## Pitfalls` section were imported as
+    `pitfalls`, `pitfalls-2` and `pitfalls-3`: nothing said which was which. (Issue 31.)"""
+    w = world
+    ids = []
+    for name, file, text in (
+        ("alpha", "CLAUDE.md", "## Pitfalls\n\nAlpha's tests need the fake S3 running first.\n"),
+        ("beta", "CLAUDE.md", "## Pitfalls\n\nBeta's build breaks on Node 22; pin Node 20.\n"),
+        ("beta", "AGENTS.md", "## Pitfalls\n\nBeta's seed script wipes the local database.\n"),
+    ):
+        repo = w["tmp"] / "src" / name
+        if not repo.exists():
+            _repo(repo, f"git@github.com:acme/{name}.git")
+        (repo / file).write_text(text)
+        _commit(repo)
+        ids += cli(w, repo, "import", file, "--confirm")["ids"]
+    assert ids == ["alpha-claude-md-pitfalls", "beta-claude-md-pitfalls", "beta-agents-md-pitfalls"]
+    assert front(w["kb"] / "pitfall" / f"{ids[0]}.md")["title"] == "Pitfalls"  # the heading
+    outside = w["tmp"] / "notes.md"
+    outside.write_text("# Notes\n\nKeep the notes short.\n")
+    assert cli(w, w["outside"], "import", str(outside), "--confirm")["ids"] == ["notes-md"]

@@ -34,8 +34,7 @@ def _round(runs: RemoteRuns, name: str) -> dict[str, Any]:
     """A round now, its report with what the rounds since the person last looked did
     (`since_last_look`: the daemon's own rounds too; `memory_agent.sync.rounds`), now seen."""
     report = {**runs.run_now(), "kb": name}
-    with runs.between_rounds():
-        report["since_last_look"] = runs.syncer.look(mark=True)
+    report["since_last_look"] = runs.syncer.look(mark=True)
     return report
 
 
@@ -81,11 +80,7 @@ def _status(runs: RemoteRuns, look: bool) -> dict[str, Any]:
     reply = runs.syncer.status()
     if reply.get("remote") is None:
         return reply
-    if look:
-        with runs.between_rounds():
-            reply["since_last_look"] = runs.syncer.look(mark=True)
-    else:
-        reply["since_last_look"] = runs.syncer.look(mark=False)
+    reply["since_last_look"] = runs.syncer.look(mark=look)  # never waits for a round
     return reply
 
 

@@ -29,10 +29,12 @@ What a round did and what waits for a person (forks, variants, a stop) is kept i
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,16 @@ from memory_agent.sync.transport import FETCH_TIMEOUT_S, REMOTE, fetch, push, sh
 from memory_agent.sync.upstream import check_missing_branch, refused_commit, set_remote
 
 __all__ = ["Syncer", "UpstreamRewritten"]
+
+_RECORD_LOCKS: dict[str, threading.Lock] = {}
+_RECORD_LOCKS_GUARD = threading.Lock()
+
+
+def _record_lock(path: Path) -> threading.Lock:
+    """One lock per record file in this process (a Syncer is made per request)."""
+    with _RECORD_LOCKS_GUARD:
+        return _RECORD_LOCKS.setdefault(str(path), threading.Lock())
+
 
 SYNCED_REF = "refs/memory-agent/synced"  # the upstream commit the last round ended on
 RESCUE_REFS = "refs/memory-agent/rescue/"
@@ -98,7 +110,8 @@ class Syncer:
         if not isinstance(url, str) or not url.strip() or "\n" in url:
             raise Invalid(f"remote: {url!r} is not a URL", "pass a path, an ssh or an https URL")
         set_remote(self.kb_dir, REMOTE, url.strip(), self.url(), self.branch(), SYNCED_REF)
-        self._save({**self.record(), "stopped": None})  # the URL itself stays git's
+        with self._updating() as record:
+            record["stopped"] = None  # the URL itself stays git's
         return {"remote": shown(url.strip()), "branch": self.branch()}
 
     def branch(self) -> str:
@@ -116,6 +129,16 @@ class Syncer:
         except (OSError, ValueError):
             data = {}
         return data if isinstance(data, dict) else {}
+
+    @contextlib.contextmanager
+    def _updating(self) -> Iterator[dict[str, Any]]:
+        """The record, read, changed by the block and saved, with no other change of it in
+        this process in between (a person's look and a round's end: neither waits for a round
+        in flight, and neither loses the other's change)."""
+        with _record_lock(self.record_path):
+            record = self.record()
+            yield record
+            self._save(record)
 
     def _save(self, record: dict[str, Any]) -> None:
         from ragcore import atomic_write
@@ -221,30 +244,31 @@ class Syncer:
         try:
             report = self._round()
         except MemoryAgentError as exc:
-            record = self.record()
-            record["last_error"] = {
-                "code": exc.code,
-                "message": exc.message,
-                "fix": exc.fix,
-                "at": self.clock(),
-            }
-            if isinstance(exc, UpstreamRewritten):
-                record["stopped"], record["stopped_fix"] = exc.message, exc.fix
-            self._save(record)
+            with self._updating() as record:
+                record["last_error"] = {
+                    "code": exc.code,
+                    "message": exc.message,
+                    "fix": exc.fix,
+                    "at": self.clock(),
+                }
+                if isinstance(exc, UpstreamRewritten):
+                    record["stopped"], record["stopped_fix"] = exc.message, exc.fix
             raise
-        record = self.record()
-        record.update(last_sync=self.clock(), last_error=None)
-        note_round(record, report, self.clock())  # for the person not looking (`sync.rounds`)
-        self._save(record)
+        with self._updating() as record:
+            record.update(last_sync=self.clock(), last_error=None)
+            note_round(record, report, self.clock())  # for the person not looking
         return report
 
     def look(self, mark: bool) -> dict[str, Any] | None:
         """What the rounds did since a person last looked (`memory_agent.sync.rounds`), or
-        None; `mark`: they have looked now. Call between rounds (`RemoteRuns.between_rounds`)."""
-        record = self.record()
-        found = unseen(record)
-        if mark and found is not None and mark_seen(record, found["upto"]):
-            self._save(record)
+        None; `mark`: they have looked now. A round in flight is not waited for: its report
+        is seen at the next look."""
+        if not mark:
+            return unseen(self.record())
+        with self._updating() as record:
+            found = unseen(record)
+            if found is not None:
+                mark_seen(record, found["upto"])
         return found
 
     def _round(self) -> dict[str, Any]:

@@ -222,21 +222,41 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "import",
         imports.cmd_import,
-        "import CLAUDE.md, AGENTS.md, Cursor rules, Claude Code's memory or a notes folder",
-        "Read Markdown files (a file, or every .md/.mdc file in a folder) and show the entries "
-        "they would become: one per second-level (##) section, titled by its heading, typed "
-        "where the heading says (pitfalls, conventions, decisions, preferences), else note; "
-        "secrets redacted; duplicates of the KB or of each other left out. With --confirm, "
-        "write them in one commit naming the source. Importing a file again writes only what "
-        "changed: an edited section supersedes the entry it made.",
+        "import past sessions (Claude Code, Codex, opencode, Aider) and what you wrote "
+        "(CLAUDE.md, AGENTS.md, Cursor rules, Claude Code's memory, notes)",
+        "Read each PATH (a file, or a folder walked for both kinds) and show what it would "
+        "become; --confirm writes it. Past sessions - Claude Code transcripts "
+        "(~/.claude/projects), Codex rollouts (~/.codex/sessions), opencode's database "
+        "(~/.local/share/opencode/opencode.db) and Aider's .aider.chat.history.md, each "
+        "recognised by its content - become journal records and episodes exactly as if the "
+        "hooks had captured them: redacted, in the project of the session's folder, with the "
+        "source's times; importing again writes nothing, a session that grew is continued. "
+        "Markdown becomes entries: one per second-level (##) section, titled by its heading, "
+        "typed where the heading says (pitfalls, conventions, decisions, preferences), else "
+        "note; secrets redacted; duplicates of the KB or of each other left out, in one "
+        "commit naming the source; importing a file again writes only what changed.",
     )
-    p.add_argument("path", nargs="+", metavar="PATH", help="a Markdown file or a folder")
+    p.add_argument(
+        "path",
+        nargs="+",
+        metavar="PATH",
+        help="a transcript, a history, a Markdown file or a folder",
+    )
     p.add_argument(
         "--scope",
         help="the project new entries belong to: project (default: the one the working "
         "directory is in; global outside a repository), global, or a project's name or identity",
     )
-    p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
+    p.add_argument(
+        "--project",
+        metavar="DIR|ID",
+        help=PROJECT_HELP + "; past sessions: only the sessions of that project",
+    )
+    p.add_argument(
+        "--since",
+        metavar="DATE",
+        help="past sessions: only those started on or after DATE (ISO 8601: 2026-11-01)",
+    )
     p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
 
     p = command("archive", entries.cmd_archive, "retire an entry with a reason (preview first)")

@@ -32,6 +32,7 @@ __all__ = [
     "episodes_of",
     "error_signature",
     "is_bare",
+    "step_of",
 ]
 
 EPISODES = "episodes"
@@ -169,6 +170,14 @@ def _failed(record: dict[str, Any]) -> tuple[bool, str]:
     return True, ""
 
 
+def step_of(record: dict[str, Any]) -> Step:
+    """The step a tool record is in an episode: the tool, its target, whether it worked and
+    the line that says what went wrong."""
+    ok, error = _failed(record)
+    tool = str(record.get("tool") or "tool")
+    return Step(tool, _target(tool, record.get("input")), ok, error)
+
+
 def episodes_of(session: str, records: list[dict[str, Any]]) -> list[Episode]:
     """The turns of one session's records, in order."""
     out: list[Episode] = []
@@ -191,9 +200,7 @@ def episodes_of(session: str, records: list[dict[str, Any]]) -> list[Episode]:
             if current is None:
                 current = Episode(session, 0, ts)
                 out.append(current)
-            ok, error = _failed(record)
-            tool = str(record.get("tool") or "tool")
-            current.steps.append(Step(tool, _target(tool, record.get("input")), ok, error))
+            current.steps.append(step_of(record))
         elif event == "stop" and current is not None:
             current.answer = str(record.get("answer") or "")
     return out

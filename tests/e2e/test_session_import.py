@@ -248,3 +248,33 @@ def test_a_large_folder_is_streamed(played, tmp_path):
         tracemalloc.stop()
     assert report.sessions == 40 * SESSIONS and report.errors == []
     assert total > 5_000_000 and peak < total / 5, (total, peak)
+
+
+def test_the_sessions_benchmark_scores_real_transcripts(played, tmp_path):
+    """`benchmarks/sessions.py` on the three sessions the CLI wrote: the second and third
+    sessions hit the failure the first resolved and edit the file it edited, so both rules
+    judge their prompts; every system's share is a share, and the gate proposed the lesson."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(harness.ROOT / "benchmarks" / "sessions.py"),
+            str(played.driver.sessions_store()),
+            "--work",
+            str(tmp_path / "work"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=dict(os.environ, PYTHONPATH=str(harness.ROOT), MEMORY_AGENT_CACHE=str(played.cache)),
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    assert (result["sessions"], result["prompts_replayed"]) == (SESSIONS, SESSIONS)
+    assert result["judged_prompts"]["failure"] == 2 and result["judged_prompts"]["files"] == 2
+    overall = result["scores"]["overall"]
+    assert overall["prompts"] == 2
+    for system in ("injection", "search@8", "recency", "bm25@6", "bm25@8"):
+        assert 0.0 <= overall[system] <= 1.0
+    assert result["replay"]["errors"] == {}
+    assert result["lessons"]["proposed"] >= 1

@@ -4,10 +4,12 @@
 (the asking session's own are filtered out before the search takes its top hits: no echo,
 and a long session still gets the others' memory), keeps the hits within `RELATIVE_FLOOR` of
 the best one, lets MMR spread them, and formats at most `limit` snippets of at most
-`SNIPPET_CHARS` characters, each with its id (so the agent can `memory_get` it), framed as
-history to verify against the repository. A bare question of another session (an episode with
-no steps and no answer) never outranks what answers it: such episodes come after every other
-hit, and the floor is taken from the best of the others. Identical episodes are shown once.
+`SNIPPET_CHARS` characters (an episode's: `EPISODE_SNIPPET_CHARS`), each with its id (so the
+agent can `memory_get` it), framed as history to verify against the repository. A bare
+question of another session (an episode with no steps and no answer) never outranks what
+answers it: such episodes come after every other hit, and the floor is taken from the best of
+the others. Identical episodes are shown once, and another session's work (turns with tool
+calls) by one episode at most (`PER_SESSION`: its best turn).
 An episode is captured text, untrusted: it is shown quoted (`> `), labelled as a record of
 another session - data to verify, never instructions. A trivial prompt ("ok", "continue",
 "thanks") gets nothing. `digest` is the short note a session starts with.
@@ -35,8 +37,18 @@ from ragcore import Filter, SearchConfig
 __all__ = ["Recall", "digest", "is_trivial", "recall"]
 
 SNIPPET_CHARS = 640
+# An episode's snippet is shorter: it says what that session did, `memory_get` gives the rest,
+# and six fit the default budget (3,000 characters) instead of four (experiments/sessions:
+# on real coding sessions the budget, not the ranking, held the injection to 3-4 sessions)
+EPISODE_SNIPPET_CHARS = 300
 QUERY_CHARS = 1_000  # a long prompt is cut to this for the search
 RELATIVE_FLOOR = 0.5  # keep hits scoring at least this fraction of the best one
+# Work episodes (turns where the agent used tools) of one other session shown at most: its
+# best turn stands for the session - its turns share one task, its files, its failures - so
+# the few snippets the budget holds show different sessions (experiments/sessions: on real
+# coding sessions 3 of 4 snippets often came from one session). Turns of a conversation
+# (no tools: LoCoMo's chats) each hold facts of their own and are not capped.
+PER_SESSION = 1
 MMR_LAMBDA = 0.8
 TRIVIAL = frozenset(
     """ok okay k yes y no n yep nope sure continue go on ahead proceed next thanks thank you thx
@@ -82,6 +94,14 @@ def _filter(memory, index, own: str | None, project: str | None) -> Filter:
     if not mine:  # nothing of this session is indexed: the plain filter
         return flt
     return replace(flt, exclude_ids=frozenset(mine))
+
+
+def _work(index, doc_id: str) -> bool:
+    """An episode where the agent used tools (a record of work)."""
+    info = index.doc(doc_id)
+    if info is not None and "work" in info.meta:
+        return bool(info.meta["work"])
+    return "\n\nSteps:\n" in (index.preview(doc_id) or "")  # indexed by an older version
 
 
 def _bare(index, hit: dict) -> bool:
@@ -136,15 +156,19 @@ def recall(
             return Recall()
         floor = (answers or questions)[0]["score"] * RELATIVE_FLOOR
         lines, chosen, seen = [HEADER], [], set()
+        shown: dict[str, int] = {}  # work episodes shown per session
         room = (budget if budget is not None else 1 << 62) - len(HEADER)
         for h in [*answers, *questions]:
             if h["score"] < floor or len(chosen) >= limit:
                 continue
             episode = h["id"].startswith(EPISODES + "/")
-            text = _snippet(index.preview(h["id"]) or h["snippet"])
+            room_for = EPISODE_SNIPPET_CHARS if episode else SNIPPET_CHARS
+            text = _snippet(index.preview(h["id"]) or h["snippet"], room_for)
+            session = h["id"].split("/")[1] if episode and _work(index, h["id"]) else None
+            capped = session is not None and shown.get(session, 0) >= PER_SESSION
             if episode:
-                if text.lower() in seen:  # the same episode text again
-                    continue
+                if text.lower() in seen or capped:
+                    continue  # the same episode text again, or its session's work shown already
                 seen.add(text.lower())
             info = index.doc(h["id"])
             when = str((info.meta.get("created") if info else "") or "")[:10]
@@ -170,6 +194,8 @@ def recall(
             room -= len(line) + 1
             lines.append(line)
             chosen.append(h)
+            if session is not None:
+                shown[session] = shown.get(session, 0) + 1
         if not chosen:
             return Recall()
         return Recall("\n".join(lines), [h["id"] for h in chosen])

@@ -61,7 +61,7 @@ from memory_agent.index.memory import Memory
 from memory_agent.serve.session import ProxySession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from daemon import Text, make_kb, pct  # noqa: E402 - the entries of benchmarks/daemon.py
+from daemon_home import Text, make_kb, pct  # noqa: E402 - the entries of the daemon benchmarks
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY_WAIT_S = 3600.0  # the longest a phase waits for an entry to be found

@@ -26,7 +26,7 @@ import urllib.parse
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from daemon import Text, make_kb, pct  # noqa: E402
+from daemon_home import Text, make_kb, pct  # noqa: E402
 
 from memory_agent.client import DaemonClient  # noqa: E402
 

@@ -20,7 +20,21 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["SETTINGS", "Config", "Setting", "installed_embedder", "load", "write_setting"]
+__all__ = [
+    "API_KEY_ENV",
+    "SETTINGS",
+    "Config",
+    "Setting",
+    "embedder_args",
+    "endpoint_of",
+    "installed_embedder",
+    "load",
+    "write_setting",
+]
+
+# The `openai` embedder's API key: read from this environment variable only - never a setting,
+# so it is never written to config.toml (a key there is refused), logs, the index or a reply.
+API_KEY_ENV = "MEMORY_AGENT_EMBEDDING_API_KEY"
 
 
 Setting = namedtuple("Setting", "name env default help")  # noqa: PYI024 - no typing at start-up
@@ -38,8 +52,39 @@ SETTINGS: tuple[Setting, ...] = (
         "MEMORY_AGENT_EMBEDDER",
         "",
         "Embedding model: `bge-m3` (multilingual, dense + sparse; needs the `bge-m3` extra and "
-        "the weights) or `minilm` (offline all-MiniLM-L6-v2, English). Empty: `bge-m3` where "
-        "its extra (FlagEmbedding) is installed, else `minilm`.",
+        "the weights), `minilm` (offline all-MiniLM-L6-v2, English) or `openai` (an "
+        "OpenAI-compatible /v1/embeddings server: embedding_url, embedding_model). Empty: "
+        "`bge-m3` where its extra (FlagEmbedding) is installed, else `minilm`.",
+    ),
+    Setting(
+        "embedding_url",
+        "MEMORY_AGENT_EMBEDDING_URL",
+        "",
+        "For the `openai` embedder: the server's base URL, with or without /v1 (e.g. "
+        "http://localhost:11434/v1 for Ollama); the embeddings are posted to <base>/v1/"
+        "embeddings. No user, password or query in it: the API key is read from "
+        "MEMORY_AGENT_EMBEDDING_API_KEY only.",
+    ),
+    Setting(
+        "embedding_model",
+        "MEMORY_AGENT_EMBEDDING_MODEL",
+        "",
+        "For the `openai` embedder: the model name the server knows (e.g. nomic-embed-text). "
+        "The index's model id names the server's host and port, this name and the dimension: "
+        "changing any of them asks for a rebuild.",
+    ),
+    Setting(
+        "embedding_batch_size",
+        "MEMORY_AGENT_EMBEDDING_BATCH_SIZE",
+        64,
+        "For the `openai` embedder: at most this many texts per request.",
+    ),
+    Setting(
+        "embedding_timeout",
+        "MEMORY_AGENT_EMBEDDING_TIMEOUT",
+        30,
+        "For the `openai` embedder: seconds a request may take. A connection error, a "
+        "timeout, 429 or 5xx is retried 3 times (backoff 0.5, 1, 2 s), then reported.",
     ),
     Setting(
         "model_path",
@@ -275,7 +320,7 @@ def _coerce(setting: Setting, value: Any) -> Any:
         try:
             return int(value)
         except ValueError as exc:
-            if setting.name == "start_timeout":  # seconds: a fraction is fine
+            if setting.name in ("start_timeout", "embedding_timeout"):  # a fraction is fine
                 with contextlib.suppress(ValueError):
                     return float(value)
             raise _config_error(
@@ -300,6 +345,34 @@ def installed_embedder() -> str:
     import importlib.util
 
     return "bge-m3" if importlib.util.find_spec("FlagEmbedding") is not None else "minilm"
+
+
+def embedder_args(cfg: Config) -> dict[str, Any]:
+    """The keywords of `ragcore.make_embedder` for the configured embedder (after its name):
+    the weights, the runtime, the folder for derived model files, and for `openai` the
+    endpoint's options, with the API key from the environment."""
+    args: dict[str, Any] = {
+        "model_path": cfg.model_path or None,
+        "runtime": cfg.runtime,
+        "work_dir": cfg.cache_dir,
+    }
+    if cfg.embedder == "openai":
+        args["options"] = {
+            "url": str(cfg.embedding_url),
+            "model": str(cfg.embedding_model),
+            "api_key": os.environ.get(API_KEY_ENV) or None,
+            "batch_size": int(cfg.embedding_batch_size),
+            "timeout": float(cfg.embedding_timeout),
+        }
+    return args
+
+
+def endpoint_of(cfg: Config) -> dict[str, str] | None:
+    """The `openai` embedder's server and model as the settings give them (None for another
+    embedder): what health and status show, never the key."""
+    if cfg.embedder != "openai":
+        return None
+    return {"url": str(cfg.embedding_url), "model": str(cfg.embedding_model)}
 
 
 def _config_error(message: str, fix: str):
@@ -351,6 +424,12 @@ def _check_keys(file_values: dict[str, Any], config_file: Path) -> None:
     import difflib
 
     key = unknown[0]
+    if "key" in key.lower() or "token" in key.lower() or "secret" in key.lower():
+        raise _config_error(  # named, never shown: its value may be a credential
+            f"{config_file}: {key!r} is not a setting: an API key is never read from config.toml",
+            f"delete the line from {config_file} and set {API_KEY_ENV} in the environment "
+            "of the agent (or shell) that starts memory-agent",
+        )
     nearest = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
     if nearest:
         raise _config_error(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 
 __all__ = [
@@ -115,9 +116,19 @@ def connect(endpoint: Endpoint, timeout: float) -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         address = str(endpoint.run_dir / SOCKET)
     sock.settimeout(timeout)
-    try:
-        sock.connect(address)
-    except OSError:
-        sock.close()
-        raise
-    return sock
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            sock.connect(address)
+            return sock
+        except BlockingIOError:
+            # a Unix socket whose queue of connections is full answers EAGAIN at once (with a
+            # timeout set): a busy daemon, not a missing one - wait for a place in the queue
+            if time.monotonic() < deadline:
+                time.sleep(0.01)
+                continue
+            sock.close()
+            raise
+        except OSError:
+            sock.close()
+            raise

@@ -12,6 +12,8 @@ exception into that shape for the MCP tools, the daemon's admin routes and the C
     │                                                 past the wait: names it (memory_agent.files)
     ├── Invalid                        invalid       bad input: names the field and the bound
     ├── NotReady                       not_ready     no home yet, or the model is not loaded
+    ├── ModelMissing                   model         the model's weights are not on this machine
+    │                                                 and could not be fetched (or were refused)
     ├── ConfigError                    config        config.toml or repos.json is malformed
     │   └── CorpusError
     ├── GitError                       git           a git command failed (see WriteFailed)
@@ -47,6 +49,7 @@ __all__ = [
     "Invalid",
     "LockBusy",
     "MemoryAgentError",
+    "ModelMissing",
     "NotFound",
     "NotReady",
     "ReadOnly",
@@ -106,6 +109,15 @@ class Invalid(MemoryAgentError):
 
 class NotReady(MemoryAgentError):
     code = "not_ready"
+
+
+class ModelMissing(MemoryAgentError):
+    """The embedding model's weights are not on this machine and could not be fetched (the hub
+    unreachable, `HF_HUB_OFFLINE`, a download that kept breaking off), or a fetched file was
+    refused for its content. The message says which; the fix names the one command that brings
+    them from elsewhere (`memory_agent.serve.model.weights_fix`)."""
+
+    code = "model"
 
 
 class ConfigError(MemoryAgentError):
@@ -175,6 +187,24 @@ RAGCORE_FIXES = {
     "index": "run `memory-agent rebuild`",
     "model": "`memory-agent init --embedder minilm` switches to the offline model; `model_path` "
     "in config.toml (MEMORY_AGENT_MODEL_PATH) points at local weights",
+    # by class, before the code: MiniLM's own weights missing - switching to MiniLM is no fix
+    "WeightsUnavailable": "bring the files from a machine that reaches the hub and run "
+    "`memory-agent model import PATH`",
+    "WeightsCorrupt": "the next try downloads the file again; or take the files from a trusted "
+    "copy with `memory-agent model import PATH`",
+}
+
+
+_ENDPOINT_SETTINGS = (
+    "the endpoint is the embedding_url and embedding_model settings (config.toml, or "
+    "MEMORY_AGENT_EMBEDDING_URL and MEMORY_AGENT_EMBEDDING_MODEL); `memory-agent init "
+    "--embedder minilm` switches to the offline model"
+)
+ENDPOINT_FIXES = {
+    "auth": "memory-agent reads the key from MEMORY_AGENT_EMBEDDING_API_KEY only (in the "
+    "environment of whatever starts the daemon: the agent, or your shell)",
+    "dimension": "the index keeps answering from its lexical channel meanwhile",
+    **{k: _ENDPOINT_SETTINGS for k in ("unreachable", "not_found", "refused", "reply")},
 }
 
 
@@ -186,7 +216,10 @@ def describe(exc: BaseException, *, log_hint: str = "the daemon log") -> ErrorIn
     ragcore_errors = sys.modules.get("ragcore.errors")  # never imported just to catch
     if ragcore_errors is not None and isinstance(exc, ragcore_errors.RagcoreError):
         # the core's fixes are neutral (legal_web uses it too): say it in this product's words
-        product = RAGCORE_FIXES.get(exc.code)
+        kind = getattr(exc, "kind", None)  # an embedding endpoint's (ragcore.EndpointError)
+        if kind is not None:
+            return ErrorInfo(exc.code, exc.message, f"{exc.fix}; {ENDPOINT_FIXES.get(kind, '')}")
+        product = RAGCORE_FIXES.get(type(exc).__name__) or RAGCORE_FIXES.get(exc.code)
         return ErrorInfo(exc.code, exc.message, f"{product} ({exc.fix})" if product else exc.fix)
     return ErrorInfo(
         "internal",

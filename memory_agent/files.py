@@ -92,6 +92,17 @@ def _os_try_lock(fd: int) -> bool:
     return True
 
 
+def _os_wait_lock(fd: int) -> None:
+    """Take the OS lock on `fd`, waiting in the kernel until it is free (flock, lockf)."""
+    if lock_backend() == "flock":
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    else:
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.lockf(fd, os.F_LOCK, 0)
+
+
 def _os_unlock(fd: int) -> None:
     backend = lock_backend()
     if backend == "flock":
@@ -154,10 +165,14 @@ class FileLock:
         try:
             fd = self._open()
             try:
-                while not _os_try_lock(fd):
-                    if deadline is not None and time.monotonic() >= deadline:
+                if deadline is None and lock_backend() != "msvcrt":
+                    _os_wait_lock(fd)  # the kernel queues the waiter (/proc/locks lists it)
+                while deadline is not None and not _os_try_lock(fd):
+                    if time.monotonic() >= deadline:
                         raise self._busy(timeout or 0.0)
                     time.sleep(POLL_S)
+                while deadline is None and lock_backend() == "msvcrt" and not _os_try_lock(fd):
+                    time.sleep(POLL_S)  # (msvcrt's own blocking lock gives up after 10 s)
             except BaseException:
                 os.close(fd)
                 raise

@@ -32,13 +32,17 @@ from ragcore.entities import extract_entities
 from ragcore.errors import (
     DocumentError,
     EmbedderError,
+    EndpointError,
     IndexError_,
     IndexInconsistent,
     RagcoreError,
+    WeightsCorrupt,
+    WeightsUnavailable,
 )
 from ragcore.evaluate import EvalReport, evaluate, metrics, metrics_by
 from ragcore.fusion import FusionConfig
 from ragcore.index import BuildReport, Index, RefreshReport, live_generation
+from ragcore.minilm_weights import MiniLMWeights, StreamProgress
 from ragcore.search import Hit, SearchConfig, SearchResult, search, snippets_of
 from ragcore.snapshot import Consistency
 from ragcore.store import Filter
@@ -56,6 +60,7 @@ __all__ = [
     "EmbedderError",
     "Embedding",
     "EmbeddingCache",
+    "EndpointError",
     "EvalReport",
     "Filter",
     "FusionConfig",
@@ -64,12 +69,16 @@ __all__ = [
     "IndexError_",
     "IndexInconsistent",
     "MiniLMEmbedder",
+    "MiniLMWeights",
     "PathRule",
     "RagcoreError",
     "RefreshReport",
     "SearchConfig",
     "SearchResult",
+    "StreamProgress",
     "Tokenizer",
+    "WeightsCorrupt",
+    "WeightsUnavailable",
     "chunk_document",
     "evaluate",
     "extract_entities",

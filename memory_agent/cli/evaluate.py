@@ -15,19 +15,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from memory_agent.recall.reads import product_searcher
     from ragcore import evaluate, make_embedder, metrics_by
 
-    cfg = config_mod.load({"home": args.home, "embedder": args.embedder, "cache": args.cache})
+    cfg = config_mod.load(
+        {
+            "home": args.home,
+            "embedder": args.embedder,
+            "cache": args.cache,
+            "embedding_url": args.embedding_url,
+            "embedding_model": args.embedding_model,
+        }
+    )
     bench = Path(args.bench_dir)
     if args.by and not _queries_have(bench / "queries.jsonl", args.by):
         raise Invalid(  # before the index is built, not after
             f"--by {args.by}: no query in {bench / 'queries.jsonl'} has that field",
             "name a field the queries carry (LoCoMo: category), or drop --by",
         )
-    embedder = make_embedder(
-        cfg.embedder,
-        model_path=cfg.model_path or None,
-        runtime=cfg.runtime,
-        work_dir=cfg.cache_dir,
-    )
+    embedder = make_embedder(cfg.embedder, **config_mod.embedder_args(cfg))
     report = evaluate(
         bench,
         embedder,

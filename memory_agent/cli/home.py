@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from memory_agent import config as config_mod
+from memory_agent.cli.endpoint import checked_endpoint
 from memory_agent.cli.shells import call, daemon_client, emit, home_dir
 
 
@@ -19,15 +21,31 @@ def cmd_init(args: argparse.Namespace) -> int:
     from memory_agent.serve.mcp_config import client_configs, hook_configs
 
     cfg = config_mod.load({"home": args.home})
+    endpoint, model_id = checked_endpoint(args, cfg)  # before anything is written
     # A new home records the model it starts with, so installing the bge-m3 extra later does
     # not switch an existing index's model under it.
     pin = args.embedder or (None if (cfg.home_dir / "kb").exists() else cfg.embedder)
-    reply = Memory(cfg).init(demo=args.demo, embedder=pin, sync=False)
+    weights = None
+    if (args.embedder or cfg.embedder) == "minilm" and not cfg.model_path:
+        # MiniLM's weights before anything is created: found, or fetched now with a progress
+        # bar on stderr; offline, one error whose fix brings them from elsewhere
+        from memory_agent.serve.model import fetch_minilm
+        from ragcore import StreamProgress
+
+        weights = fetch_minilm(cfg, StreamProgress(sys.stderr))
+    reply = Memory(cfg).init(demo=args.demo, embedder=pin, sync=False, settings=endpoint)
+    reply["weights"] = weights
+    if model_id:
+        reply["model_id"] = model_id
     client = DaemonClient(cfg.home_dir)
     health = client.health()
-    if health is not None and health.get("embedder") != reply["embedder"]:
-        # The running daemon serves the old embedder: replace it, or the new setting would
-        # not take effect (and its error would repeat).
+    served = config_mod.load({"home": args.home})
+    if health is not None and (
+        health.get("embedder") != reply["embedder"]
+        or health.get("embedding_endpoint") != config_mod.endpoint_of(served)
+    ):
+        # The running daemon serves the old embedder (or another endpoint or model): replace
+        # it, or the new setting would not take effect (and its error would repeat).
         client.stop(wait=True)
         reply["restarted_daemon"] = health.get("pid")
     if not args.no_index:
@@ -49,12 +67,20 @@ def cmd_init(args: argparse.Namespace) -> int:
             print(f"stopped the daemon (pid {r['restarted_daemon']}) of the old embedder")
         if r["demo_entries_added"]:
             print(f"added {r['demo_entries_added']} demo entries in commit {r['commit'][:12]}")
+        if r.get("model_id"):
+            print(f"the endpoint answered: model id {r['model_id']}")
+        if (r.get("weights") or {}).get("downloaded"):
+            print(f"downloaded MiniLM's weights into {r['weights']['folder']}")
         if r.get("index"):  # None with --no-index
             i = r["index"]
             print(
                 f"embedder {r['embedder']}; index {i['generation']}: {i['entries']} entries, "
                 f"{'consistent' if i['consistent'] else 'INCONSISTENT'}"
             )
+            for problem in i.get("problems") or []:
+                print(f"  ! {problem}")
+            if not i["consistent"]:
+                print("  fix: memory-agent rebuild (a fresh index from the files)")
         if r["embedder"] == "minilm" and installed_embedder() == "minilm":
             print(
                 "(minilm: the offline English model. For BGE-M3, multilingual: "
@@ -135,6 +161,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"index {r['generation']} ({state}): {r['entries']} entries, {r['points']} points, "
             f"embedder {r['embedder']}"
         )
+        if r.get("embedding_url"):
+            print(f"  embedding endpoint {r['embedding_url']}, model {r['embedding_model']}")
         if r.get("indexed_commit"):
             print(f"  the index reflects KB commit {r['indexed_commit'][:12]}")
         for s in r["sources"]:

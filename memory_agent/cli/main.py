@@ -8,9 +8,10 @@ import json
 import sys
 
 from memory_agent import __version__
-from memory_agent.cli import entries, evaluate, home, imports, sync
+from memory_agent.cli import entries, evaluate, home, imports, model, sync
+from memory_agent.cli.endpoint import add_endpoint_flags
 
-EMBEDDERS = ("minilm", "bge-m3")
+EMBEDDERS = ("minilm", "bge-m3", "openai")
 
 TYPES_HELP = (
     "principle, correction, decision, guideline, pitfall, process, model, fact, preference or note"
@@ -85,7 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
         "create (or adopt) the home and its git knowledge base",
         "Create the home directory and kb/ as a git repository (an existing directory "
         "or repository is adopted, never overwritten), then build the index. Run it again "
-        "with --embedder to switch models: the daemon of the old one is stopped.",
+        "with --embedder to switch models: the daemon of the old one is stopped. --embedder "
+        "openai (an OpenAI-compatible /v1/embeddings server) needs --embedding-url and "
+        "--embedding-model; config.toml is written once the server answered. Its API key "
+        "is read from MEMORY_AGENT_EMBEDDING_API_KEY only.",
     )
     p.add_argument(
         "--embedder",
@@ -93,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write this embedder to config.toml (a new home without it uses bge-m3 where "
         "the bge-m3 extra is installed, else minilm, the offline model)",
     )
+    add_endpoint_flags(p)
     p.add_argument(
         "--demo", action="store_true", help="add the 79 demo entries (one commit, dated from now)"
     )
@@ -206,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
 
     sync.add_commands(command)
+
+    model.add_command(command)  # `memory-agent model`: its arguments beside its shell
 
     p = command(
         "project",
@@ -419,6 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("bench_dir", metavar="BENCH_DIR", help="a folder in the bench format")
     p.add_argument("--embedder", choices=EMBEDDERS, help="embedding model (default: the config)")
+    add_endpoint_flags(p)
     p.add_argument("--cache", help="embedding cache directory (default: $MEMORY_AGENT_CACHE)")
     p.add_argument("--run-out", metavar="FILE", help="write the ranking of every query as JSONL")
     p.add_argument("--max-queries", type=int, help="score only the first N queries")

@@ -115,10 +115,7 @@ class Memory:
     def embedder(self) -> CachedEmbedder:
         if self._embedder is None:
             inner = self._given_embedder or make_embedder(
-                self.cfg.embedder,
-                model_path=self.cfg.model_path or None,
-                runtime=self.cfg.runtime,
-                work_dir=self.cfg.cache_dir,
+                self.cfg.embedder, **config_mod.embedder_args(self.cfg)
             )
             if isinstance(inner, CachedEmbedder):
                 self._embedder = inner
@@ -442,13 +439,21 @@ class Memory:
 
     # -- init -------------------------------------------------------------------------------
     def init(
-        self, *, demo: bool = False, embedder: str | None = None, sync: bool = True
+        self,
+        *,
+        demo: bool = False,
+        embedder: str | None = None,
+        sync: bool = True,
+        settings: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """Create (or adopt) the home and the KB repository; optionally add the demo entries
-        (dated relative to the clock). `embedder` is written to config.toml."""
+        (dated relative to the clock). `embedder` and `settings` (the endpoint's URL and model)
+        are written to config.toml."""
         created = self.place.create(demo=demo, clock=self.clock)
         if embedder:
             config_mod.write_setting(self.home, "embedder", embedder)
+        for name, value in (settings or {}).items():
+            config_mod.write_setting(self.home, name, value)
         self.lock = FileLock(self.run_dir / "home.lock")
         self.cfg = config_mod.load({"home": str(self.home)})
         if self._embedder is not None and self._embedder.cache is not None:

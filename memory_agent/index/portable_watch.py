@@ -15,8 +15,10 @@ next. A fence not seen within `FENCE_WAIT_S` asks for a full scan instead (never
 answer). What the fence costs a search: experiments/watchers.
 
 The set of folders is given to `notify` when it starts, so a change of the set (a full scan
-re-registers every folder) starts a new one at the next `drain()`, the old one running until
-the new one is up.
+re-registers every folder) starts a new one at `settle()` or the next `drain()`, the old one
+running until the new one is up. What changed between the scan reading a folder and the new
+watcher starting is not reported: `settle()` says a new one started, and the scanner reads the
+folders once more (inotify watches a folder before it is read, and needs no second pass).
 """
 
 from __future__ import annotations
@@ -127,6 +129,12 @@ class PortableWatcher:
         with self._lock:
             self._wanted.clear()
 
+    def settle(self) -> bool:
+        """Start watching the folders given since the last start, now. True if a new watcher
+        started: a change made before it is not reported, so the caller reads the folders again
+        (the scanner's full scan does)."""
+        return self._restart_if_changed()
+
     def drain(self) -> WatchEvents:
         """Everything that happened before this call (waits for the fence, see the module)."""
         self._restart_if_changed()
@@ -146,12 +154,12 @@ class PortableWatcher:
             events, self._pending = self._pending, WatchEvents()
             return events
 
-    def _restart_if_changed(self) -> None:
+    def _restart_if_changed(self) -> bool:
         with self._lock:
             wanted = set(self._wanted)
             current = self._run.folders if self._run is not None else None
         if current == wanted | {self.fence_dir} or (not wanted and current is None):
-            return
+            return False
         new = None
         if wanted:
             try:
@@ -163,6 +171,7 @@ class PortableWatcher:
             old, self._run = self._run, new
         if old is not None:
             old.close()
+        return new is not None
 
     def _collect(self, found: set[tuple[int, str]], failed: str | None) -> None:
         with self._lock:

@@ -294,6 +294,10 @@ class Scanner:
                 out.deletes.append(info.id)
         self._problems = {k: v for k, v in self._problems.items() if k in seen_paths}
         self._broken &= set(seen)
+        if watch is not None and watch.settle():
+            # a watcher that starts after the folders were read (watchfiles): what changed in
+            # between is found by reading them again (stamps only; the same folders this time)
+            return self.full(known, indexed, corpora)
         return out
 
     def _full_kb(self, kb_dir: Path, qualify, loader, watch, seen, seen_paths, known, out):

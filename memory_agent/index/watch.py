@@ -127,6 +127,11 @@ class Watcher:
             self._dirs.clear()
             self._by_path.clear()
 
+    def settle(self) -> bool:
+        """Nothing to start: a folder is watched from `watch()` on, before it is read (the
+        portable watcher's `settle()` starts one)."""
+        return False
+
     def drain(self) -> WatchEvents:
         """Everything that happened since the last call (never blocks)."""
         with self._lock:

@@ -87,6 +87,19 @@ def _model(cfg: Any) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - every failure to find the model, with its fix
         info = describe(exc)
         return _line("model", False, f"{name}: {info.message}", info.fix)
+    if name == "minilm" and not cfg.model_path:
+        from memory_agent.serve.model import minilm_weights
+
+        weights = minilm_weights(cfg).status()  # found where they are, never fetched here
+        if weights["source"] is None:
+            return _line(
+                "model",
+                False,
+                f"minilm: its weights are not on this machine yet ({weights['download_mb']} MB "
+                f"from {weights['endpoint']} into {weights['cache_folder']})",
+                "`memory-agent model fetch` downloads them (as `init` does); without the hub, "
+                "`memory-agent model import PATH` takes them from a folder or an archive",
+            )
     return _line("model", True, f"{name} (found; loaded by the daemon on first use)")
 
 

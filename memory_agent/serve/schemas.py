@@ -107,7 +107,13 @@ class SearchReply(TypedDict):
     hits: list[Hit]
     generation: Generation
     degraded: NotRequired[
-        Annotated[str, Field(description="Set while the model loads: keyword matching only.")]
+        Annotated[
+            str,
+            Field(
+                description="Set while the model loads, or while its embedding server does "
+                "not answer (the reason follows): keyword matching only."
+            ),
+        ]
     ]
 
 
@@ -245,6 +251,12 @@ class StatusReply(TypedDict):
     ]
     problems: NotRequired[list[str]]
     degraded: NotRequired[str]
+    embedding_url: NotRequired[
+        Annotated[str, Field(description="The openai embedder's server (embedding_url).")]
+    ]
+    embedding_model: NotRequired[
+        Annotated[str, Field(description="The model asked of that server (embedding_model).")]
+    ]
 
 
 @with_config(_OPEN)

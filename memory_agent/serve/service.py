@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from memory_agent import __version__, limits
+from memory_agent.config import endpoint_of
 from memory_agent.errors import Conflict, Invalid
 from memory_agent.index.memory import Memory
 from memory_agent.intake import journal
@@ -44,12 +45,11 @@ from memory_agent.serve.remote_runs import KbRemotes, RemoteRuns
 from memory_agent.serve.usage import Usage
 from memory_agent.sync.remote import Syncer
 from memory_agent.write.gateway import Gateway
-from ragcore import Document, chunk_document
+from ragcore import Document, EndpointError, chunk_document
 
 __all__ = ["Service"]
 
 log = logging.getLogger("memory_agent.service")
-WAIT_FOR_MOVED = 500  # a search waits for the model to index at most this many files git moved
 # Threads that rank searches (`reads.run_search`'s second stage): one per core, at most four.
 # Ten searches at once on 2 cores: 154-180 searches/s and p95 81-95 ms with two rankers,
 # against 97-113/s and 130-150 ms with each search ranked on its own thread
@@ -211,23 +211,28 @@ class Service:
             return {"context": "", "ids": [], "reason": "inject is off"}
         if not self.model.loaded:
             self.model.start()
-            return {"context": "", "ids": [], "reason": "the model is loading"}
+            why = "not answering" if self.model.error else "loading"
+            return {"context": "", "ids": [], "reason": f"the model is {why}"}
         limit = int(self.memory.cfg.recall_limit)
         budget = int(self.memory.cfg.inject_budget)
-        if event == "session-start":  # no lock: it reads a snapshot
-            found = recall_mod.digest(
-                self.memory, cwd, limit=min(limit, 4), project=project, budget=budget
-            )
-        else:
-            found = recall_mod.recall(
-                self.memory,
-                prompt,
-                session,
-                limit=limit,
-                project=project,
-                budget=budget,
-                ranker=self.rankers,
-            )
+        try:
+            if event == "session-start":  # no lock: it reads a snapshot
+                found = recall_mod.digest(
+                    self.memory, cwd, limit=min(limit, 4), project=project, budget=budget
+                )
+            else:
+                found = recall_mod.recall(
+                    self.memory,
+                    prompt,
+                    session,
+                    limit=limit,
+                    project=project,
+                    budget=budget,
+                    ranker=self.rankers,
+                )
+        except EndpointError as exc:  # the server went away: nothing injected this time
+            self.model.lost(exc)
+            return {"context": "", "ids": [], "reason": "the model is not answering"}
         self.usage.record(
             "inject", session=session, event=event, ids=found.ids, chars=len(found.text)
         )
@@ -278,24 +283,16 @@ class Service:
         self.touch()
         t = time.perf_counter()
         kwargs["project"] = self.project(where)
-        if not self.model.loaded:
-            # The KB moved since the index was refreshed (a pull or a reset while the daemon was
-            # stopped): the lexical channel would answer from before it, so wait for the model
-            # and refresh those files first - unless there are too many to wait for.
-            moved = self.memory.kb_moved() if self.memory.index.exists() else []
-            lagging = moved is not None and 0 < len(moved) <= WAIT_FOR_MOVED
-            if not lagging and not self.model.settled_within(0.05):
-                found = run_search(
-                    self.memory, query, use_dense=False, ranker=self.rankers, **kwargs
-                )
-                found.reply["degraded"] = (
-                    "model loading: lexical channel only; files changed on "
-                    "disk are indexed once the model is ready"
-                )
-                return self.usage.record_search(query, found, t, caller)
-            self.model.wait()
-        # no lock: it reads a snapshot; embedded here, ranked on a ranker thread
-        found = run_search(self.memory, query, ranker=self.rankers, **kwargs)
+        why = self.model.lexical_only()  # None: the model is loaded (or was waited for)
+        if why is None:
+            try:  # no lock: it reads a snapshot; embedded here, ranked on a ranker thread
+                found = run_search(self.memory, query, ranker=self.rankers, **kwargs)
+            except EndpointError as exc:  # the server went away since it last answered
+                self.model.lost(exc)
+                why = self.model.unanswered()
+        if why is not None:
+            found = run_search(self.memory, query, use_dense=False, ranker=self.rankers, **kwargs)
+            found.reply["degraded"] = why
         return self.usage.record_search(query, found, t, caller)
 
     def get(self, entry_id: str) -> dict[str, Any]:
@@ -347,8 +344,12 @@ class Service:
         self.model.wait()
         if kwargs.get("confirm", True):
             self.pre_embed(kwargs.get("title"), kwargs.get("body"))
-        with self.lock:
-            reply = fn(*args, **kwargs)
+        try:
+            with self.lock:
+                reply = fn(*args, **kwargs)
+        except Exception as exc:
+            self.model.lost(exc)  # if its server went away (searches then go lexical)
+            raise
         if kwargs.get("confirm", True):
             owner = getattr(fn, "__self__", None)  # the KB written: its round, soon
             self.remote.poke(name=owner.place.name if isinstance(owner, Gateway) else None)
@@ -429,6 +430,9 @@ class Service:
         from memory_agent.capture.clients import last_events
 
         reply = self._status()
+        endpoint = endpoint_of(self.memory.cfg)  # the openai embedder's server (never its key)
+        if endpoint is not None:
+            reply["embedding_url"], reply["embedding_model"] = endpoint["url"], endpoint["model"]
         reply["clients"] = last_events(self.memory.home)  # each agent's last hook event
         reply["remote"] = self.remote_status()  # every KB's (`kbs`: those added)
         return reply
@@ -438,7 +442,8 @@ class Service:
         if not self.model.loaded:
             self.model.start()
             reply = self.memory.status(sync=False)
-            reply["degraded"] = "model loading: status is of the index as last refreshed"
+            why = f"not answering ({self.model.error})" if self.model.error else "loading"
+            reply["degraded"] = f"model {why}: status is of the index as last refreshed"
             return reply
         # Never waits for a write: with one in flight, the status is of the live snapshot
         # (the write applies what changed on disk).
@@ -484,6 +489,7 @@ class Service:
             "uptime_s": round(time.time() - self.started, 1),
             "home": str(self.memory.home),
             "embedder": self.memory.cfg.embedder,
+            "embedding_endpoint": endpoint_of(self.memory.cfg),
             "model": self.model.state,
             "model_loaded": self.model.loaded,
             "model_error": self.model.error,

@@ -52,7 +52,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["SingleExchangeReads"]
+__all__ = ["PRIVATE_LIFESPAN_STATE", "SingleExchangeReads"]
+
+# The one private attribute of the SDK read here: the lifespan state its session manager entered
+# at start (`StreamableHTTPSessionManager.run`), which the SDK hands every request it serves and
+# exposes no other way. pyproject bounds `mcp` to the versions tested (2.3.x);
+# tests/memory_agent/serve/test_sdk_internals.py fails, naming it, if a release drops it.
+PRIVATE_LIFESPAN_STATE = "_lifespan_state"
 
 # The SDK's dispatcher logs a handler's crash under its own name; so do we.
 dispatch_log = logging.getLogger("mcp.shared.jsonrpc_dispatcher")
@@ -204,11 +210,12 @@ class SingleExchangeReads:
     ) -> JSONRPCResponse | JSONRPCError:
         """Run the SDK's kernel on the request, as its stateless transport does (a born-ready
         connection at the header's version), and wrap the outcome as its dispatcher does."""
-        lowlevel = self.mcp._lowlevel_server  # the server the SDK's session manager drives
+        manager = self.mcp.session_manager
+        lowlevel = manager.app  # the server the SDK's session manager drives
         metadata = ServerMessageMetadata(request_context=request, can_send_request=False)
         dctx = _DispatchContext(request_id=message.id, message_metadata=metadata)
         connection = Connection.from_envelope(version, None, None)
-        lifespan_state = lowlevel.session_manager._lifespan_state  # entered once, at start
+        lifespan_state = getattr(manager, PRIVATE_LIFESPAN_STATE)  # entered once, at start
         try:
             result = await serve_one(
                 lowlevel,

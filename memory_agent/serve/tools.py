@@ -162,8 +162,9 @@ def build_server(service: Service) -> MCPServer:
         Use it first, before working out something that may already be known: a past decision,
         a pitfall, a convention, where something lives. Superseded entries are never returned:
         their successors are. Next: memory_get(id) for the full text of a promising hit.
-        `degraded` in the reply means the model is still loading and only keyword matching
-        was used; search again in a few seconds for the full result. Each hit's `scope` says
+        `degraded` in the reply means the model is still loading (or its embedding server is
+        not answering: the text says which) and only keyword matching was used; search again
+        in a few seconds for the full result. Each hit's `scope` says
         whether it holds everywhere (global) or in one project; another project's entries
         appear only with `scope: all` or its name.
         """

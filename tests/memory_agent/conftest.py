@@ -113,3 +113,26 @@ def pair(tmp_path, shared_cache, monkeypatch):
     yield a, b, remote
     a.stop()
     b.stop()
+
+
+@pytest.fixture(scope="session")
+def minilm_server(minilm_model):
+    """A stand-in OpenAI-compatible embeddings server on 127.0.0.1 with real MiniLM vectors
+    (`benchmarks/embedding_server.py`, on a thread of this process): the `openai` embedder's
+    tests run the real daemon and proxy against it. It answers to `all-minilm` and to
+    `minilm-2` (the same vectors under another name)."""
+    from benchmarks.embedding_server import EmbeddingServer
+
+    server = EmbeddingServer(minilm_model, model="all-minilm", aliases=("minilm-2",))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def minilm_endpoint(minilm_server):
+    """`minilm_server` as each test starts it: no key asked, no failures queued, no requests."""
+    server = minilm_server
+    server.key, server.fail_next, server.delay, server.requests = None, [], 0.0, []
+    yield server
+    server.key = None

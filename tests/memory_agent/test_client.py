@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import socketserver
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from memory_agent.client import DaemonClient
+from memory_agent.endpoint import connect, read_endpoint
 from memory_agent.files import lock_backend
 from tests.memory_agent.mcp_helpers import daemon_pids, env_for
 
@@ -119,6 +121,45 @@ def test_concurrent_calls_each_get_their_own_reply(serve):
         t.join(10)
     assert replies == {n: n for n in range(8)}
     assert sorted(m["id"] for m in server.messages) == list(range(8))
+
+
+def test_a_full_queue_of_connections_is_waited_for_not_taken_for_no_daemon(tmp_path):
+    """A Unix socket whose queue of pending connections is full answers EAGAIN at once; many
+    sessions calling together (the suite under load) got 'no daemon ... Resource temporarily
+    unavailable'. The client waits for a place while its timeout lasts."""
+    (tmp_path / "run").mkdir()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "run" / "daemon.sock"))
+    listener.listen(0)
+    queued = []
+    try:
+        while True:  # fill the queue: nothing accepts yet
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(0.5)
+            queued.append(s)
+            try:
+                s.connect(str(tmp_path / "run" / "daemon.sock"))
+            except BlockingIOError:
+                break
+        accepted = []
+        listener.settimeout(5)
+
+        def accept_later() -> None:
+            time.sleep(0.3)
+            while len(accepted) < len(queued):  # those queued, and the client's
+                accepted.append(listener.accept()[0])
+
+        acceptor = threading.Thread(target=accept_later, daemon=True)
+        acceptor.start()
+        sock = connect(read_endpoint(tmp_path / "run"), timeout=10)
+        sock.close()
+        acceptor.join(10)
+        for s in accepted:
+            s.close()
+    finally:
+        for s in queued:
+            s.close()
+        listener.close()
 
 
 def wait_for(condition, what, timeout=60.0):

@@ -101,6 +101,35 @@ def test_the_watchfiles_watcher_reports_writes_deletes_and_new_folders(tmp_path)
         watcher.close()
 
 
+@pytest.mark.skipif(not watchfiles_available(), reason="watchfiles is not installed")
+def test_a_file_written_right_after_the_first_scan_is_seen_by_watchfiles(
+    tmp_path, shared_cache, monkeypatch
+):
+    """The watchfiles watcher starts after the full scan has read the folders (its folder set
+    is fixed at start): a file written in between was never reported, so the next search ranked
+    without it (the portable run's two-stage search test). The scan reads the folders again once
+    the watcher is up."""
+    monkeypatch.setenv("MEMORY_AGENT_CACHE", str(shared_cache))
+    home = tmp_path / "home"
+    Memory(config.load({"home": str(home)})).init(demo=True, embedder="minilm", sync=False)
+    memory = Memory(config.load({"home": str(home), "watcher": "watchfiles"}), resident=True)
+    try:
+        assert memory.start_watching()
+        assert isinstance(memory.scanner.watcher, PortableWatcher)
+        with memory.session():
+            memory.refresh()
+        path = memory.kb_dir / "fact" / "zephyrine-quota.md"
+        path.write_text(
+            "---\nid: zephyrine-quota\ntitle: The zephyrine quota\ntype: fact\n"
+            "status: active\ncreated: 2026-11-30T10:00:00Z\n---\n\nNine crates a week.\n"
+        )
+        with memory.session():
+            memory.refresh()
+            assert memory.index.doc("zephyrine-quota") is not None
+    finally:
+        memory.close()
+
+
 def test_liveness_through_ps_tells_a_zombie_from_a_live_process():
     """What macOS takes (no /proc): `ps`'s state of the process."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -70,7 +70,9 @@ def test_a_package_registers_an_embedder_by_entry_point(tmp_path):
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
     )
-    assert out.stdout.split() == ["['bge-m3',", "'minilm',", "'toy']", "4.0"], out.stderr
+    assert out.stdout.split() == ["['bge-m3',", "'minilm',", "'openai',", "'toy']", "4.0"], (
+        out.stderr
+    )
 
 
 def test_minilm_refuses_a_directory_without_a_model(tmp_path):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,13 +226,26 @@ class EmbeddingCache:
         self.path = self.directory / "embeddings.sqlite"
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, hash TEXT NOT NULL, "
-            "dense BLOB NOT NULL, sparse_idx BLOB, sparse_val BLOB, PRIMARY KEY (model, hash))"
-        )
-        self._conn.commit()
+        # Switching a new file to WAL can answer "database is locked" at once, without waiting
+        # out the timeout, while another connection opens it too (two processes or threads
+        # starting on one fresh cache): the setup is retried until the timeout instead.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute(
+                    "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, hash TEXT NOT NULL, "
+                    "dense BLOB NOT NULL, sparse_idx BLOB, sparse_val BLOB, "
+                    "PRIMARY KEY (model, hash))"
+                )
+                self._conn.commit()
+                break
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                self._conn.rollback()
+                time.sleep(0.01)
 
     def get_many(self, model_id: str, hashes: Sequence[str]) -> dict[str, Embedding]:
         found: dict[str, Embedding] = {}

@@ -32,9 +32,15 @@ __all__ = [
     "episodes_of",
     "error_signature",
     "is_bare",
+    "step_lines",
+    "step_of",
 ]
 
 EPISODES = "episodes"
+MAX_STEPS = 40  # step lines an episode shows
+# Tools whose input is bookkeeping (a to-do list, a plan, a task's status): shown by name only
+NOTE_TOOLS = {"TodoWrite", "TaskCreate", "TaskUpdate", "TaskGet", "TaskList", "TaskOutput"}
+NOTE_TOOLS |= {"TaskStop", "ExitPlanMode", "EnterPlanMode", "update_plan", "todowrite", "todoread"}
 EDIT_TOOLS = {"Edit", "MultiEdit", "Write", "NotebookEdit", "apply_patch", "edit", "write", "patch"}
 _NOISE = re.compile(r"^(exit code \d+|command failed|error:?)$", re.I)
 _ERRORISH = re.compile(
@@ -55,8 +61,13 @@ class Step:
     def is_edit(self) -> bool:
         return self.tool in EDIT_TOOLS
 
-    def line(self) -> str:
-        what = f"{self.tool}: {self.target}" if self.target else self.tool
+    def line(self, root: str = "") -> str:
+        """The step as an episode shows it: paths under `root` (the session's folder) relative
+        to it, a bookkeeping tool's input (a to-do list, a task update) left out."""
+        target = "" if self.tool in NOTE_TOOLS else self.target
+        if root and root != "/" and root in target:
+            target = target.replace(root.rstrip("/") + "/", "").replace(root, ".")
+        what = f"{self.tool}: {target}" if target else self.tool
         return f"- {what} → {'ok' if self.ok else 'failed: ' + (self.error or 'error')}"
 
 
@@ -81,7 +92,7 @@ class Episode:
         title = title if len(title) <= 120 else title[:119] + "…"
         parts = [self.prompt.strip()]
         if self.steps:
-            parts.append("Steps:\n" + "\n".join(s.line() for s in self.steps[:40]))
+            parts.append("Steps:\n" + "\n".join(step_lines(self.steps, self.cwd)[:MAX_STEPS]))
         if self.answer.strip():
             answer = self.answer.strip()
             parts.append("Answer: " + (answer if len(answer) <= 1500 else answer[:1499] + "…"))
@@ -92,6 +103,7 @@ class Episode:
             "session": self.session,
             "turn": self.n,
             "bare": not self.steps and not self.answer.strip(),  # a question, nothing more
+            "work": bool(self.steps),  # the agent used tools: a record of work, not a chat
         }
         if self.cwd:
             meta["cwd"] = self.cwd
@@ -105,6 +117,17 @@ class Episode:
             EPISODES,
             str(path) if path else None,
         )
+
+
+def step_lines(steps: list[Step], root: str = "") -> list[str]:
+    """An episode's steps, one line each; a line that comes again (the same edit of the same
+    file, the same search) is shown once, where it first came, with how many times (`×3`):
+    failures with another error line stay lines of their own, in order."""
+    counts: dict[str, int] = {}
+    for step in steps:
+        line = step.line(root)
+        counts[line] = counts.get(line, 0) + 1
+    return [f"{line} (×{n})" if n > 1 else line for line, n in counts.items()]
 
 
 def is_bare(text: str) -> bool:
@@ -169,6 +192,14 @@ def _failed(record: dict[str, Any]) -> tuple[bool, str]:
     return True, ""
 
 
+def step_of(record: dict[str, Any]) -> Step:
+    """The step a tool record is in an episode: the tool, its target, whether it worked and
+    the line that says what went wrong."""
+    ok, error = _failed(record)
+    tool = str(record.get("tool") or "tool")
+    return Step(tool, _target(tool, record.get("input")), ok, error)
+
+
 def episodes_of(session: str, records: list[dict[str, Any]]) -> list[Episode]:
     """The turns of one session's records, in order."""
     out: list[Episode] = []
@@ -191,9 +222,7 @@ def episodes_of(session: str, records: list[dict[str, Any]]) -> list[Episode]:
             if current is None:
                 current = Episode(session, 0, ts)
                 out.append(current)
-            ok, error = _failed(record)
-            tool = str(record.get("tool") or "tool")
-            current.steps.append(Step(tool, _target(tool, record.get("input")), ok, error))
+            current.steps.append(step_of(record))
         elif event == "stop" and current is not None:
             current.answer = str(record.get("answer") or "")
     return out

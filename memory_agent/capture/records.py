@@ -45,8 +45,12 @@ def _mcp_once(response: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def record_for(event: str, payload: dict[str, Any], now: float, client: str) -> dict[str, Any]:
-    """The journal record of one hook call."""
+def record_for(
+    event: str, payload: dict[str, Any], now: float, client: str, exit_code: int | None = None
+) -> dict[str, Any]:
+    """The journal record of one hook call. `exit_code`: a Codex command's exit code when the
+    caller already knows it (an import reads it from the rollout it imports); else it is read
+    from the end of the rollout the payload names."""
     base: dict[str, Any] = {"ts": now, "event": event, "client": client}
     if payload.get("cwd"):
         base["cwd"] = str(payload["cwd"])
@@ -77,7 +81,7 @@ def record_for(event: str, payload: dict[str, Any], now: float, client: str) -> 
                 response = _mcp_once(response)
             out.update(output=response, ok=_tool_ok(response))
             if client == "codex" and isinstance(response, str):
-                code = codex_exit_code(payload)
+                code = exit_code if exit_code is not None else codex_exit_code(payload)
                 if code is not None:
                     out.update(exit_code=code, ok=code == 0)
         return out

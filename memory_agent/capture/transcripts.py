@@ -86,6 +86,8 @@ def codex_exit_code(payload: dict[str, Any]) -> int | None:
     """A Codex command's exit code from its rollout. Codex records the command's completion
     before it runs PostToolUse; should the write lag, look twice more for a shell command
     (`Bash`), 20 ms apart (another tool may simply have no exit code)."""
+    if not isinstance(payload.get("transcript_path"), str):
+        return None  # no rollout named (an imported call): nothing to wait for
     tries = 3 if payload.get("tool_name") == "Bash" else 1
     for attempt in range(tries):
         code = rollout_exit_code(payload.get("transcript_path"), payload.get("tool_use_id"))

@@ -241,25 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("dir", nargs="?", default=".", help="a folder (default: the working one)")
 
-    p = command(
-        "import",
-        imports.cmd_import,
-        "import CLAUDE.md, AGENTS.md, Cursor rules, Claude Code's memory or a notes folder",
-        "Read Markdown files (a file, or every .md/.mdc file in a folder) and show the entries "
-        "they would become: one per second-level (##) section, titled by its heading, typed "
-        "where the heading says (pitfalls, conventions, decisions, preferences), else note; "
-        "secrets redacted; duplicates of the KB or of each other left out. With --confirm, "
-        "write them in one commit naming the source. Importing a file again writes only what "
-        "changed: an edited section supersedes the entry it made.",
-    )
-    p.add_argument("path", nargs="+", metavar="PATH", help="a Markdown file or a folder")
-    p.add_argument(
-        "--scope",
-        help="the project new entries belong to: project (default: the one the working "
-        "directory is in; global outside a repository), global, or a project's name or identity",
-    )
-    p.add_argument("--project", metavar="DIR|ID", help=PROJECT_HELP)
-    p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
+    p = command("import", imports.cmd_import, imports.HELP, imports.DESCRIPTION)
+    imports.add_arguments(p, PROJECT_HELP)
 
     p = command(
         "resolve",

@@ -92,8 +92,9 @@ class EpisodeSource:
         indexed: set[str] | None,
     ) -> set[str]:
         """Re-derive a session's episodes if its files changed; the ids it now has."""
-        # `scoped;`: episodes indexed before they carried their project are derived once more
-        stamp = "scoped;" + ";".join(f"{p.name}:{stamp_of(p.stat())}" for p in paths if p.exists())
+        # `steps2;`: episodes indexed before they carried their project, or before their steps
+        # read as they do now (relative paths, repeats counted), are derived once more
+        stamp = "steps2;" + ";".join(f"{p.name}:{stamp_of(p.stat())}" for p in paths if p.exists())
         first = known(f"{EPISODES}/{name}/1") or known(f"{EPISODES}/{name}/0")
         if first is not None and first.stamp == stamp and indexed is not None:
             return indexed  # unchanged since it was indexed

@@ -104,6 +104,7 @@ class Memory:
         self.write_lock = threading.RLock()  # writers only; reads never take it
         self.kb_commit = KbCommit(self.kb_dir)  # the KB commit the index reflects
         self._graph_lock = threading.Lock()
+        self._setup_lock = threading.Lock()
 
     # -- setup ------------------------------------------------------------------------------
     def require_home(self) -> None:
@@ -113,15 +114,18 @@ class Memory:
 
     @property
     def embedder(self) -> CachedEmbedder:
-        if self._embedder is None:
-            inner = self._given_embedder or make_embedder(
-                self.cfg.embedder, **config_mod.embedder_args(self.cfg)
-            )
-            if isinstance(inner, CachedEmbedder):
-                self._embedder = inner
-            else:
-                self._embedder = CachedEmbedder(inner, EmbeddingCache(self.cfg.cache_dir))
+        with self._setup_lock:  # the daemon's first calls come from several threads at once
+            if self._embedder is None:
+                self._embedder = self._make_embedder()
         return self._embedder
+
+    def _make_embedder(self) -> CachedEmbedder:
+        inner = self._given_embedder or make_embedder(
+            self.cfg.embedder, **config_mod.embedder_args(self.cfg)
+        )
+        if isinstance(inner, CachedEmbedder):
+            return inner
+        return CachedEmbedder(inner, EmbeddingCache(self.cfg.cache_dir))
 
     @property
     def index(self) -> Index:

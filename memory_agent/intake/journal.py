@@ -52,6 +52,7 @@ __all__ = [
     "parse_line",
     "MAX_OUTPUT",
     "append",
+    "append_cleaned",
     "clean",
     "clean_record",
     "clean_text",
@@ -230,6 +231,22 @@ def append(folder: Path, session_id: str, record: dict[str, Any]) -> Path:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         os.write(fd, data)
+    finally:
+        os.close(fd)
+    return path
+
+
+def append_cleaned(folder: Path, session_id: str, records: list[dict[str, Any]]) -> Path:
+    """Append records already `clean_record`ed (an import cleans them to count what was
+    redacted) to the session's journal in one write: a turn's lines land together."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = folder / f"{session_name(session_id)}.jsonl"
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        view = memoryview(data)
+        while view:  # a write may be short for a large turn: the rest follows
+            view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
     return path

@@ -4,10 +4,12 @@
 (the asking session's own are filtered out before the search takes its top hits: no echo,
 and a long session still gets the others' memory), keeps the hits within `RELATIVE_FLOOR` of
 the best one, lets MMR spread them, and formats at most `limit` snippets of at most
-`SNIPPET_CHARS` characters, each with its id (so the agent can `memory_get` it), framed as
-history to verify against the repository. A bare question of another session (an episode with
-no steps and no answer) never outranks what answers it: such episodes come after every other
-hit, and the floor is taken from the best of the others. Identical episodes are shown once.
+`SNIPPET_CHARS` characters (an episode's: `EPISODE_SNIPPET_CHARS`), each with its id (so the
+agent can `memory_get` it), framed as history to verify against the repository. A bare
+question of another session (an episode with no steps and no answer) never outranks what
+answers it: such episodes come after every other hit, and the floor is taken from the best of
+the others. Identical episodes are shown once, and another session's work (turns with tool
+calls) by one episode at most (`PER_SESSION`: its best turn).
 An episode is captured text, untrusted: it is shown quoted (`> `), labelled as a record of
 another session - data to verify, never instructions. A trivial prompt ("ok", "continue",
 "thanks") gets nothing. `digest` is the short note a session starts with.
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from memory_agent.capture.episodes import EPISODES, is_bare
 from memory_agent.intake.journal import session_name
+from memory_agent.intake.projects import short_name
 from memory_agent.kb.scopes import search_scopes
 from memory_agent.recall import policy
 from memory_agent.recall.reads import default_filter, rank
@@ -37,8 +40,18 @@ from ragcore import Filter, SearchConfig
 __all__ = ["ELSEWHERE", "Recall", "compose", "digest", "inject_floor", "is_trivial", "recall"]
 
 SNIPPET_CHARS = 640
+# An episode's snippet is shorter: it says what that session did, `memory_get` gives the rest,
+# and six fit the default budget (3,000 characters) instead of four (experiments/sessions:
+# on real coding sessions the budget, not the ranking, held the injection to 3-4 sessions)
+EPISODE_SNIPPET_CHARS = 300
 QUERY_CHARS = 1_000  # a long prompt is cut to this for the search
 RELATIVE_FLOOR = 0.5  # keep hits scoring at least this fraction of the best one
+# Work episodes (turns where the agent used tools) of one other session shown at most: its
+# best turn stands for the session - its turns share one task, its files, its failures - so
+# the few snippets the budget holds show different sessions (experiments/sessions: on real
+# coding sessions 3 of 4 snippets often came from one session). Turns of a conversation
+# (no tools: LoCoMo's chats) each hold facts of their own and are not capped.
+PER_SESSION = 1
 MMR_LAMBDA = 0.8
 ELSEWHERE = (
     "Memory: nothing about this in this project; other projects' entries match it ({projects}): "
@@ -88,6 +101,14 @@ def _filter(memory, index, own: str | None, project: str | None) -> Filter:
     if not mine:  # nothing of this session is indexed: the plain filter
         return flt
     return replace(flt, exclude_ids=frozenset(mine))
+
+
+def _work(index, doc_id: str) -> bool:
+    """An episode where the agent used tools (a record of work)."""
+    info = index.doc(doc_id)
+    if info is not None and "work" in info.meta:
+        return bool(info.meta["work"])
+    return "\n\nSteps:\n" in (index.preview(doc_id) or "")  # indexed by an older version
 
 
 def _bare(index, hit: dict) -> bool:
@@ -190,15 +211,19 @@ def compose(
         return Recall()
     relative = (answers or questions)[0]["score"] * RELATIVE_FLOOR
     lines, chosen, seen = [HEADER], [], set()
+    shown: dict[str, int] = {}  # work episodes shown per session
     room = (budget if budget is not None else 1 << 62) - len(HEADER)
     for h in [*answers, *questions]:
         if h["score"] < relative or len(chosen) >= limit:
             continue
         episode = h["id"].startswith(EPISODES + "/")
-        text = _snippet(index.preview(h["id"]) or h["snippet"])
+        room_for = EPISODE_SNIPPET_CHARS if episode else SNIPPET_CHARS
+        text = _snippet(index.preview(h["id"]) or h["snippet"], room_for)
+        session = h["id"].split("/")[1] if episode and _work(index, h["id"]) else None
+        capped = session is not None and shown.get(session, 0) >= PER_SESSION
         if episode:
-            if text.lower() in seen:  # the same episode text again
-                continue
+            if text.lower() in seen or capped:
+                continue  # the same episode text again, or its session's work shown already
             seen.add(text.lower())
         info = index.doc(h["id"])
         when = str((info.meta.get("created") if info else "") or "")[:10]
@@ -222,6 +247,8 @@ def compose(
         room -= len(line) + 1
         lines.append(line)
         chosen.append(h)
+        if session is not None:
+            shown[session] = shown.get(session, 0) + 1
     if not chosen:
         return Recall()
     return Recall("\n".join(lines), [h["id"] for h in chosen])
@@ -235,9 +262,11 @@ def digest(
     project: str | None = None,
     budget: int | None = None,
 ) -> Recall:
-    """A session's opening note: what the memory knows about this project (by its folder
-    name), if anything clearly relevant, within `budget` characters."""
-    name = Path(cwd).name if cwd else ""
+    """A session's opening note: what the memory knows about this project, if anything
+    clearly relevant, within `budget` characters. The project is named by its identity (a
+    clone's remote names it where its folder may be `project` or `src`: too generic to clear
+    the injection floor), else by its folder."""
+    name = short_name(project) if project else (Path(cwd).name if cwd else "")
     if not name or is_trivial(name):
         return Recall()
     note = f"\n(project: {name})"

@@ -58,6 +58,7 @@ from typing import Any
 import yaml
 
 from memory_agent import limits
+from memory_agent.capture.session_sources import AIDER_HISTORY
 from memory_agent.errors import Invalid
 from memory_agent.intake.projects import identify
 from memory_agent.intake.redact import redact
@@ -179,8 +180,8 @@ def _files(path: Path, skipped: list[dict[str, str]]) -> list[Path]:
     for folder, dirs, files in os.walk(path):  # links to folders are not followed
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in NOT_ENTERED)
         for name in sorted(files):
-            if not name.endswith(SUFFIXES):
-                continue
+            if not name.endswith(SUFFIXES) or name == AIDER_HISTORY:
+                continue  # Aider's chat history is a past session, not notes
             file = Path(folder) / name
             if name == "MEMORY.md" and _auto_memory(Path(folder)):
                 skipped.append(

@@ -79,6 +79,10 @@ class Agent:
         )
         assert out.returncode == 0, f"claude mcp add: {out.stdout}\n{out.stderr}"
 
+    def sessions_store(self) -> Path:
+        """Where Claude Code keeps its transcripts (one folder per project)."""
+        return self.home / ".claude" / "projects"
+
     def session(self, prompt: str, run_env: dict[str, str]) -> subprocess.CompletedProcess:
         """One headless session: `claude -p PROMPT`, bounded by SESSION_TIMEOUT."""
         return harness.run_session(

@@ -107,6 +107,10 @@ class Agent:
         hooks = harness.printed(init, "hooks", "Codex")
         (self.codex_home / "hooks.json").write_text(hooks)
 
+    def sessions_store(self) -> Path:
+        """Where Codex keeps its rollouts (by date)."""
+        return self.codex_home / "sessions"
+
     def session(self, prompt: str, run_env: dict[str, str]) -> subprocess.CompletedProcess:
         """One headless session: `codex exec PROMPT`, bounded by SESSION_TIMEOUT."""
         return harness.run_session(

@@ -87,6 +87,10 @@ class Agent:
         )
         (conf / "opencode.json").write_text(json.dumps(config, indent=2))
 
+    def sessions_store(self) -> Path:
+        """opencode's database of sessions."""
+        return self.home / ".local" / "share" / "opencode" / "opencode.db"
+
     def session(self, prompt: str, run_env: dict[str, str]) -> subprocess.CompletedProcess:
         return harness.run_session(
             [str(self.cli), "run", "--format", "json", "--model", "scripted/scripted", prompt],

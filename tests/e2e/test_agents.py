@@ -1,4 +1,4 @@
-"""End to end with the real agent CLIs: Claude Code and Codex, offline, against a scripted model.
+"""End to end with the real agent CLIs: Claude Code, Codex and opencode, offline, against a scripted model.
 
 Each agent gets an isolated HOME (and CODEX_HOME), a memory home made by `memory-agent init
 --embedder minilm --demo`, and the MCP server and hooks exactly as `init --json` prints them.
@@ -6,30 +6,23 @@ Three sessions each play: memory_search, memory_add, a failing shell command, a 
 the same command passing, a final answer. The assertions are on what a user relies on: the
 model saw real hits and the injected memory, the add is a commit, the journal holds the turns
 with the right outcome, the gate learned from three sessions, and no secret typed in a prompt
-or a tool's input is stored anywhere under the memory home.
+or a tool's input is stored anywhere under the memory home. The sessions are played once, in
+`conftest.py` (`played`), and shared with `test_session_import.py`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
 from memory_agent.recall.injection import HEADER
-from tests.e2e import claude_code, codex, harness, opencode
-from tests.e2e.scripted_model import Request, Step
+from tests.e2e import harness
+from tests.e2e.conftest import SESSIONS
 
 pytestmark = pytest.mark.slow
 
-AGENTS = {
-    "claude-code": (claude_code, "claude", harness.CLAUDE_CODE_VERSION),
-    "codex": (codex, "codex", harness.CODEX_VERSION),
-    "opencode": (opencode, "opencode", harness.OPENCODE_VERSION),
-}
-SESSIONS = 3
 WRITE_TOOLS = ("Write", "apply_patch", "write")  # Claude Code, Codex, opencode
 SEARCH_HIT_ID = "api-port-is-8000-not-8080"
 SEARCH_HIT_TITLE = "The API listens on port 8000 (locally and in pods), not 8080"
@@ -49,90 +42,6 @@ def _known_defects(request):
     name = request.node.originalname
     if callspec and callspec.params.get("played") == "opencode" and name in OPENCODE_DEFECTS:
         request.applymarker(pytest.mark.xfail(strict=True, reason=OPENCODE_DEFECTS[name]))
-
-
-@dataclass
-class Played:
-    agent: str
-    home: Path  # the memory home
-    cache: Path
-    project: Path
-    runs: list = field(default_factory=list)  # subprocess.CompletedProcess per session
-    session_ids: list[str] = field(default_factory=list)
-    requests: list[list[Request]] = field(default_factory=list)  # per session
-    server_errors: list[str] = field(default_factory=list)
-    outside_attempts: list[str] = field(default_factory=list)
-    driver: object = None
-
-    def journal(self, n: int) -> list[dict]:
-        return harness.sessions(self.home).get(self.session_ids[n], [])
-
-
-def prompt(n: int) -> str:
-    return (
-        f"Session {n + 1}: check.py fails - make it pass (which port does kestrel-api use?). "
-        f"The deploy token is {harness.PROMPT_SECRET}"
-    )
-
-
-@pytest.fixture(scope="module", params=sorted(AGENTS))
-def played(request, tmp_path_factory, shared_cache) -> Played:
-    module, binary, version = AGENTS[request.param]
-    cli = harness.find_cli(binary)
-    if cli is None:
-        pytest.skip(
-            f"{binary} CLI not found (PATH, $MEMORY_AGENT_AGENT_CLIS, {harness.DEFAULT_CLIS}): "
-            f".ci/run installs {version} there with npm"
-        )
-    base = tmp_path_factory.mktemp(request.param)
-    home, user_home, project = base / "memory", base / "home", base / "project"
-    user_home.mkdir()
-    project.mkdir()
-    (project / "check.py").write_text(harness.CHECK_PY)
-    init = harness.init_home(home, shared_cache)
-    mem = harness.memory_env(home, shared_cache)
-    if module is codex:
-        driver = codex.Agent(cli, user_home, user_home / ".codex", project)
-    else:
-        driver = module.Agent(cli, user_home, project)
-    if module is opencode:
-        driver.bin = opencode.memory_agent_bin(init)
-    result = Played(request.param, home, shared_cache, project, driver=driver)
-
-    def script(req: Request, calls: int) -> Step:
-        # One server for the three sessions: a session is named in its prompt ("Session N:");
-        # injected episodes of earlier sessions name lower numbers.
-        named = re.findall(r"Session (\d+): check\.py fails", harness.request_text(req.body))
-        steps = module.play(project, max(map(int, named), default=1) - 1)
-        return steps[calls] if calls < len(steps) else Step.say("done")
-
-    try:
-        with harness.ProxyTrap() as trap, driver.Server(script) as server:
-            run_env = driver.env(server, trap, mem)
-            driver.connect(init, server.url, run_env, home, shared_cache)
-            for n in range(SESSIONS):
-                (project / "config.json").unlink(missing_ok=True)
-                before = len(server.requests)
-                run = driver.session(prompt(n), run_env)
-                result.runs.append(run)
-                assert run.returncode == 0, f"{request.param} session {n}: {run.stderr[-3000:]}"
-                result.session_ids.append(driver.session_id(run.stdout))
-                # The turn's end reaches the journal from the Stop hook; the next session
-                # starts after it (bounded: a lost Stop fails test_journal, not this fixture).
-                try:
-                    harness.wait_for(
-                        lambda n=n: any(r["event"] == "stop" for r in result.journal(n)),
-                        f"the stop record of session {n}",
-                        timeout=20,
-                    )
-                except AssertionError:
-                    pass
-                result.requests.append(server.requests[before:])
-            result.server_errors = server.errors
-            result.outside_attempts = list(trap.attempts)
-        yield result
-    finally:
-        harness.stop_daemon(home, shared_cache)
 
 
 def test_sessions_ran_offline(played):

@@ -1,4 +1,5 @@
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -37,6 +38,30 @@ def test_the_cache_keeps_models_apart_and_stores_sparse_vectors(tmp_path):
     assert cache.get_many("m2", ["h"]) == {}
     got = cache.get_many("m1", ["h"])["h"]
     assert got.sparse == {3: 0.5, 9: 1.25} and got.dense.tolist() == [1.0, 1.0]
+
+
+def test_many_openers_of_one_fresh_cache_all_get_it(tmp_path):
+    """The daemon's first calls open the cache from several threads at once; switching a new
+    file to WAL answered "database is locked" at once to one of them (about 1 in 10 fresh
+    caches with four openers), and that call failed as an internal error."""
+    failures = []
+
+    def open_cache(directory):
+        try:
+            EmbeddingCache(directory).put_many(
+                "m", [("h", Embedding(dense=np.ones(2, np.float32)))]
+            )
+        except Exception as e:  # noqa: BLE001 - every failure is the finding
+            failures.append(e)
+
+    for n in range(60):
+        threads = [threading.Thread(target=open_cache, args=(tmp_path / str(n),)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert failures == []
+    assert set(EmbeddingCache(tmp_path / "0").get_many("m", ["h"])) == {"h"}
 
 
 def test_unknown_embedder_names_the_choices():

@@ -114,3 +114,41 @@ def test_a_lesson_the_gate_wrote_is_injected_quoted_like_an_episode(env_home, mi
     assert "quoted, unverified" in lines[auto["id"]]
     assert "quoted" not in lines[person["id"]]
     memory.close()
+
+
+def test_one_sessions_work_shows_once_so_the_snippets_show_several(make_home, shared_cache):
+    """Three turns of work (tool calls) of one session and one of another all answer the
+    prompt: the injection shows the busy session once (its best turn) and so has room for the
+    other; the turns of a conversation (no tools) are not capped (experiments/sessions, issue
+    29)."""
+    home = make_home(demo=False)
+    for n in range(3):
+        turn(
+            home,
+            shared_cache,
+            "busy",
+            f"tune the kestrel exporter batch size, attempt {n + 1}",
+            tools=[("Bash", {"command": f"kestrel-export --batch-size {500 + n}"}, None)],
+            answer=f"Set the kestrel exporter batch size to {500 + n} rows.",
+        )
+    turn(
+        home,
+        shared_cache,
+        "quiet",
+        "kestrel exporter batch size: what did we settle on",
+        tools=[("Read", {"file_path": "/home/u/src/kestrel/exporter.toml"}, None)],
+        answer="We settled on 500 rows per batch for the kestrel exporter.",
+    )
+    for n in range(2):
+        turn(
+            home,
+            shared_cache,
+            "chat",
+            f"the kestrel exporter batch size note {n + 1}",
+            answer=f"Kestrel exporter batches: note {n + 1} says {500 + n} rows.",
+        )
+    got = turn(home, shared_cache, "new", "which batch size does the kestrel exporter use")
+    ids = re.findall(r"^- \[([^\]]+)\]", got, re.M)
+    sessions = [i.split("/")[1] for i in ids if i.startswith("episodes/")]
+    assert sessions.count("busy") == 1 and "quiet" in sessions, ids
+    assert sessions.count("chat") == 2, ids

@@ -97,6 +97,19 @@ def test_another_projects_entries_are_pointed_to_never_injected(make_home, share
     assert "elsewhere" not in cli(home, shared_cache, "search", MIGRATIONS, cwd=alpha)
 
 
+def test_a_clone_in_a_generic_folder_opens_with_its_projects_memory(
+    make_home, shared_cache, tmp_path
+):
+    """The session's opening note searches by the project's name: a clone of kestrel in a
+    folder called `project` searched "project project conventions..." and, under the floor,
+    opened with nothing although the memory is all about kestrel."""
+    home = make_home()  # the demo KB: kestrel's memory
+    clone = _repo(tmp_path / "project", "git@example.com:e2e/kestrel.git")
+    payload = {"session_id": "s1", "cwd": str(clone), "source": "startup"}
+    opening = context_of(hook(home, shared_cache, "session-start", payload))
+    assert "(project: kestrel)" in opening and "- [" in opening
+
+
 @pytest.mark.skipif(
     not SHARED_LOCOMO.is_dir(), reason=f"no {SHARED_LOCOMO}: the shared benchmarks are absent"
 )

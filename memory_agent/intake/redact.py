@@ -1,7 +1,8 @@
 """Secrets out before anything is stored: what an agent captures (prompts, commands, tool
-output), what `import` reads and the usage events are redacted before they are written. False
-positives cost a word; a missed secret would sit in a file on disk - so the patterns lean
-wide.
+output), what `import` reads and the usage events are redacted before they are written. This is
+the eager strength of the one rule set: false positives cost a word, a missed secret would sit
+in a file on disk. The push check and the write gateway judge the same findings with a second,
+stricter strength (`memory_agent.intake.secrets`: is this a real-looking value?).
 
 Two views of the same rule:
 
@@ -13,12 +14,15 @@ Two views of the same rule:
   `["curl", "-u", "bob:X"]`, `["mysql", "-pX"]`, `-p X` after sshpass, twine or `docker
   login`, `["X-Api-Key", X]`.
 - On the TEXT (`redact`, from `findings`): the hand-written shapes (`intake.shapes`: known
-  tokens, names that say secret, command lines, prose). Each finding becomes
-  `[REDACTED:<kind>]`.
+  tokens, names that say secret, command lines, prose), the rules of a maintained source
+  (`intake.rules`: gitleaks' rules, kept in a data file), a secret beside an AWS key id or in
+  a CSV column named like one (`intake.pairs`), and the same detectors on the text with its
+  wrapped lines joined and on its base64, hex and URL-encoded runs decoded
+  (`intake.encoded`). Each finding becomes `[REDACTED:<kind>]`.
 
-Every pattern runs in linear time (no pattern backtracks). Callers that keep only part of a
-long text cut it first, with a margin, then redact, then cut exactly
-(`memory_agent.intake.journal`).
+Every pattern runs in linear time (no pattern backtracks; each rule of the data file was
+checked on adversarial input). Callers that keep only part of a long text cut it first, with a
+margin, then redact, then cut exactly (`memory_agent.intake.journal`).
 
 Standard library only, cheap to import: the hook command imports it.
 """
@@ -29,7 +33,10 @@ import functools
 import json
 import re
 
+from memory_agent.intake import rules
+from memory_agent.intake.encoded import crossing, encoded_runs, folded
 from memory_agent.intake.findings import Finding, substitute
+from memory_agent.intake.pairs import csv_columns, key_pairs
 from memory_agent.intake.shapes import assignments, placeholder, secret_name, tokens
 
 __all__ = [
@@ -46,12 +53,34 @@ __all__ = [
 REDACTED = "[REDACTED:secret]"
 
 
-def findings(text: str) -> list[Finding]:
+def _scan(
+    text: str, depth: int, view: bool = False, joined: frozenset[int] = frozenset()
+) -> list[Finding]:
+    out = tokens(text)
+    out.extend(rules.findings(text))
+    out.extend(key_pairs(text))
+    named = assignments(text) + csv_columns(text)
+    if view:  # a name's value across a line break: redacted, no evidence for the push check
+        named = [f._replace(eager_only=True) for f in named]
+    out.extend(named)
+    out.extend(encoded_runs(text, findings, depth, joined))
+    return out
+
+
+def findings(text: str, depth: int = 0) -> list[Finding]:
     """Every secret the text seems to hold, as found (`intake.findings.Finding`), in the
-    order of the detectors."""
+    order of the detectors; `depth`: how many encodings deep `text` was found."""
     if len(text) < 4:  # too short to hold a secret
         return []
-    return tokens(text) + assignments(text)
+    view = folded(text)
+    if view is None:
+        return _scan(text, depth)
+    found = _scan(text, depth, joined=view.joined)
+    for start, end in view.windows():
+        part = _scan(view.text[start:end], depth, view=True)
+        part = [f._replace(start=f.start + start, end=f.end + start) for f in part]
+        found.extend(crossing(part, view))
+    return found
 
 
 def redact(text: str) -> str:

@@ -123,7 +123,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("npm-token", re.compile(_at_start("npm_", 4) + r"[A-Za-z0-9]{36,}+")),
     ("jwt", re.compile(_at_start("eyJ", 3)
                        + r"[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+")),
-    ("url-credentials", re.compile(r"(?P<keep>://)[^/\s:@]++:[^/\s@]++(?=@)")),
+    ("url-credentials", re.compile(r"(?P<keep>://[^/\s:@]++:)[^/\s@]++(?=@)")),
     ("sas-signature", re.compile(r"(?P<keep>[?&]sig=)[^&\s\"']++")),
     ("bearer", re.compile("(?i)(?P<keep>(?:" + _at_start("bearer", 6, "A-Za-z0-9_") + "|"
                           + _at_start("basic", 5, "A-Za-z0-9_") + r")[ \t]++)"

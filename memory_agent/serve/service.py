@@ -367,6 +367,10 @@ class Service:
     def archive(self, **kwargs: Any) -> dict[str, Any]:
         return self._write(self._gateway_of(kwargs.get("entry_id")).archive, **kwargs)
 
+    def allow_secret(self, fingerprint: Any, reason: Any, kb: str | None = None) -> dict[str, Any]:
+        """`memory-agent secrets allow`: a finding released in the KB's allow-list."""
+        return self._write(self.gateway_for(kb).allow_secret, fingerprint, reason)
+
     def _gateway_of(self, entry_id: Any) -> Gateway:
         """The gateway of the KB an id names (`team:x`; a bare id: personal)."""
         if not isinstance(entry_id, str) or "/" in entry_id:

@@ -1,11 +1,16 @@
 """Redaction time (`memory_agent.intake.redact`) on 10 KB and 1 MB inputs of several shapes.
 
     .venv/bin/python benchmarks/redact.py [--sizes 10000,1000000] [--repeat 3] [--json]
+    REDACT_ROOT=/path/to/another/checkout .venv/bin/python benchmarks/redact.py   # its code
 
 Shapes: plain prose (with a few secrets), one long token-like run (hex: what made the old
 patterns backtrack), JSON (a tool response with secret keys, read on its structure), a shell
 log (commands with flags, URLs, `KEY=value` lines), an adversarial run of `token=`, and one
-`mysql` followed by a run of `-p` flags (each `-p` once looked 500 characters back). For
+`mysql` followed by a run of `-p` flags (each `-p` once looked 500 characters back); and the
+encoded runs redaction decodes since issue 32: one long base64 run of random bytes (decoded,
+not text), base64 of prose wrapped at 76 columns as `base64` prints it (decoded, text, read
+by every rule), base64 lines each holding a secret, and Markdown notes hard-wrapped at 72
+columns (every line joined in the folded view). For
 each shape and size it prints the best of `--repeat` runs, in milliseconds and MB/s; the
 journal redacts about 64 K characters of a record plus what it keeps (`journal.REDACT_BUDGET`),
 so the 1 MB rows are the worst case of `memory-agent scrub` and of a daemon, not of a hook.
@@ -15,12 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, os.environ.get("REDACT_ROOT") or str(Path(__file__).resolve().parent.parent))
 
 from memory_agent.intake.redact import redact  # noqa: E402
 
@@ -55,6 +61,15 @@ def shapes(size: int) -> dict[str, str]:
     log = []
     while sum(map(len, log)) < size:
         log.append(rng.choice(log_lines))
+    import base64
+
+    random_bytes = bytes(rng.getrandbits(8) for _ in range(size * 3 // 4))
+    wrapped = base64.encodebytes(" ".join(prose).encode()).decode()
+    blob = base64.b64encode(b"aws_secret_access_key=q8Zr2LmW4xTn7VbK9pQsD3fH6jL1nR5tV8yB2cE4")
+    notes = []
+    while sum(map(len, notes)) < size:
+        line = " ".join(rng.choice(words) for _ in range(12))
+        notes.append(line[:72])
     return {
         "prose": " ".join(prose)[:size],
         "token-like run (hex)": ("0123456789abcdef" * (size // 16 + 1))[:size],
@@ -62,6 +77,10 @@ def shapes(size: int) -> dict[str, str]:
         "shell log": "\n".join(log)[:size],
         "adversarial token=": ("token=" * (size // 6 + 1))[:size],
         "mysql -pQ -pQ ...": ("mysql " + "-pQ " * (size // 4 + 1))[:size],
+        "base64 run (random)": base64.b64encode(random_bytes).decode()[:size],
+        "base64 of prose (76 col)": wrapped[:size],
+        "base64 with secrets": ((blob.decode() + "\n") * (size // (len(blob) + 1) + 1))[:size],
+        "notes wrapped at 72": "\n".join(notes)[:size],
     }
 
 
@@ -90,9 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"rows": rows}))
         return 0
-    print(f"{'shape':24s} {'chars':>9s} {'ms':>9s} {'MB/s':>7s}")
+    print(f"{'shape':26s} {'chars':>9s} {'ms':>9s} {'MB/s':>7s}")
     for r in rows:
-        print(f"{r['shape']:24s} {r['chars']:9d} {r['ms']:9.2f} {r['mb_per_s']:7.2f}")
+        print(f"{r['shape']:26s} {r['chars']:9d} {r['ms']:9.2f} {r['mb_per_s']:7.2f}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """The commands on the knowledge base beyond this machine: `remote` (show or set the KB's git
-remote), `sync` (a round now, with its progress) and `kb` (the KBs of a home: a team's shared
-one added, listed, removed). Each a thin shell over the daemon's admin routes."""
+remote), `sync` (a round now, with its progress), `kb` (the KBs of a home: a team's shared
+one added, listed, removed) and `secrets allow` (a finding of the secret check released as not
+a secret). Each a thin shell over the daemon's admin routes."""
 
 from __future__ import annotations
 
@@ -66,6 +67,36 @@ def add_commands(command) -> None:
     p.add_argument(
         "--read-only", action="store_true", help="with add: search it, never write or push to it"
     )
+
+    p = command(
+        "secrets",
+        cmd_secrets,
+        "release a finding of the secret check that is not a secret (by its fingerprint)",
+        "`secrets allow FINGERPRINT --reason TEXT`: a write or a push refused for what looks "
+        "like a secret names the finding's fingerprint (<kind>:<16 hex>). If it is not a "
+        "secret (a documentation snippet, a test value), this adds the fingerprint and the "
+        "reason to the KB's allow-list, kb/.memory-agent-allow, in one commit that is pushed "
+        "and reviewed like any write; the refused write or push then goes through. Only the "
+        "fingerprint is stored, never the value. A real secret is never released: take it out.",
+    )
+    p.add_argument("action", choices=("allow",), help="allow: release one finding")
+    p.add_argument("fingerprint", help="the finding's fingerprint, as the error named it")
+    p.add_argument("--reason", required=True, help="why it is not a secret (kept beside it)")
+    p.add_argument("--kb", help="the KB whose allow-list it goes to (default: personal)")
+
+
+def cmd_secrets(args: argparse.Namespace) -> int:
+    """`memory-agent secrets allow FP --reason ...`: the daemon's /admin/allow-secret."""
+    payload = {"fingerprint": args.fingerprint, "reason": args.reason, "kb": args.kb}
+    reply = daemon_client(args).admin("allow-secret", payload=payload)
+
+    def human(r: dict) -> None:
+        if r["status"] == "unchanged":
+            print(f"{r['fingerprint']} is already on the allow-list ({r['path']})")
+        else:
+            print(f"allowed {r['fingerprint']} in {r['path']}: commit {r['commit'][:12]}")
+
+    return emit(args, reply, human)
 
 
 def local_url(url: str) -> str:

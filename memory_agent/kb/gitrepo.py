@@ -29,6 +29,7 @@ from memory_agent.kb.gitrun import fix_for, machine_name, process, run
 __all__ = ["GitError", "KBRepo"]
 
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+_FOUND = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})? (\w+) (\d+)")  # cat-file --batch: an object
 
 # What git is in the middle of, from the files it leaves in .git, and how to finish or abort it.
 _IN_PROGRESS = (
@@ -363,13 +364,13 @@ class KBRepo:
         pos = 0
         for key in batch:
             eol = data.index(b"\n", pos)
-            header, pos = data[pos:eol].split(), eol + 1
-            if len(header) == 3:  # "<sha> <type> <size>", then the content and a newline
-                size = int(header[2])
+            found, pos = _FOUND.fullmatch(data[pos:eol]), eol + 1
+            if found:  # "<sha> <type> <size>", then the content and a newline
+                size = int(found[2])
                 body = data[pos : pos + size]
                 pos += size + 1
-                texts[key] = body.decode("utf-8", "replace") if header[1] == b"blob" else None
-            else:  # "<name> missing"
+                texts[key] = body.decode("utf-8", "replace") if found[1] == b"blob" else None
+            else:  # "<commit>:<path> missing" (a path may hold spaces), or "... ambiguous"
                 texts[key] = None
         return [texts[k] if k in texts else self.show(*k) for k in wanted]
 

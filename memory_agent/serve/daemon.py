@@ -215,6 +215,13 @@ def build_app(service: Any, server_holder: dict[str, Any], *, single_exchange: b
             lambda: service.import_entries(*args, confirm=data.get("confirm") is True)
         )
 
+    @mcp.custom_route("/admin/allow-secret", methods=["POST"])
+    async def allow_secret(request: Request) -> JSONResponse:
+        """`memory-agent secrets allow`: {fingerprint, reason, kb} -> the commit."""
+        data = await body(request)
+        args = [data.get(k) for k in ("fingerprint", "reason", "kb")]
+        return await admin(lambda: service.allow_secret(*args))
+
     @mcp.custom_route("/admin/remote", methods=["GET", "POST"])
     async def remote(request: Request) -> JSONResponse:
         """GET: the remote and the last round. POST ?url=URL: set the remote."""

@@ -42,11 +42,12 @@ from memory_agent.recall.reads import run_search
 from memory_agent.serve import browse, health, kb_admin
 from memory_agent.serve.gate_runs import GateRuns
 from memory_agent.serve.model import ModelLoader
+from memory_agent.serve.pre_embed import PreEmbed
 from memory_agent.serve.remote_runs import KbRemotes, RemoteRuns
 from memory_agent.serve.usage import Usage
 from memory_agent.sync.remote import Syncer
 from memory_agent.write.gateway import Gateway
-from ragcore import Document, EndpointError, chunk_document
+from ragcore import EndpointError
 
 __all__ = ["Service"]
 
@@ -60,8 +61,9 @@ RANKERS = max(1, min(4, os.cpu_count() or 1))
 
 class Service:
     """The hub the daemon's routes and the MCP tools call. Its parts: the model's lifecycle
-    (`model`), the usage log (`usage`), the gate's runs (`gate_runs`) and the browser's reads
-    (`serve.browse`); the tool calls, the recall hook, repair, status and health are its own."""
+    (`model`), the embedding before a write's lock (`pre_embed`), the usage log (`usage`), the
+    gate's runs (`gate_runs`) and the browser's reads (`serve.browse`); the tool calls, the
+    recall hook, repair, status and health are its own."""
 
     def __init__(self, memory: Memory):
         self.memory = memory
@@ -79,12 +81,13 @@ class Service:
         self._rebuild_lock = threading.Lock()
         self.repair_error: str | None = None
         self.model = ModelLoader(memory, after_load=self.repair)
+        self.pre_embed = PreEmbed(memory, self.model)  # a write's text, before its lock
         self.gate_runs = GateRuns(
             memory,
             self.gateway,
             write_lock=self.lock,
             model=self.model,
-            pre_embed=self.pre_embed,
+            pre_embed=self.pre_embed.write,
             record=self.usage.record,
         )
         self.gate_lock = self.gate_runs.lock  # one gate run (or accept, reject) at a time
@@ -103,7 +106,7 @@ class Service:
             self.memory.write_lock,
             refresh=self.memory.refresh_paths,
             clock=self.memory.clock,
-            pre_embed=self.pre_embed_entries,
+            pre_embed=self.pre_embed.entries,
             faults=self.memory.faults,
             push=place.writable,
         )
@@ -156,41 +159,6 @@ class Service:
 
     def touch(self) -> None:
         self.last_used = time.monotonic()
-
-    def pre_embed(self, title: Any, body: Any) -> None:
-        """Embed a write's chunks into the embedding cache before it takes the write lock:
-        the write (its dedup and its index refresh) then finds them cached, and a long entry's
-        seconds of embedding hold up neither searches nor other writes."""
-        if not (isinstance(title, str) and isinstance(body, str)) or not self.model.loaded:
-            return
-        if len(body) > limits.MAX_BODY or len(title) > limits.MAX_TITLE:
-            return  # refused by the gateway anyway
-        try:
-            doc = Document("pre-embed", title.strip(), body.strip())
-            chunks = chunk_document(doc, int(self.memory.cfg.max_chars))
-            self.memory.embedder.embed_documents([c.text for c in chunks])
-        except Exception as exc:  # noqa: BLE001 - an optimisation: the write embeds anyway
-            log.debug("pre-embedding failed: %s", exc)
-
-    def pre_embed_entries(self, files: list[tuple[str, str]]) -> None:
-        """A sync's incoming entries ((path, text), read from git before the branch moves):
-        their chunks embedded into the embedding cache in one batch, with no lock held, so
-        the round holds the write lock only to move the files and switch the index."""
-        from memory_agent.kb.entries import ValidationError, parse_entry
-
-        self.model.wait()  # (a background round, too: the refresh after the move needs it)
-        texts = []
-        for name, text in files:
-            try:
-                entry = parse_entry(text, name)
-            except ValidationError:
-                continue  # the scan reports it after the move
-            doc = Document(entry.id, entry.title, entry.body)
-            texts += [c.text for c in chunk_document(doc, int(self.memory.cfg.max_chars))]
-        try:
-            self.memory.embedder.embed_documents(texts)
-        except Exception as exc:  # noqa: BLE001 - an optimisation: the refresh embeds anyway
-            log.warning("pre-embedding a sync's entries failed: %s", exc)
 
     # -- hooks: recall and the gate ---------------------------------------------------------
     def recall(
@@ -336,7 +304,7 @@ class Service:
         self.touch()
         self.model.wait()
         if kwargs.get("confirm", True):
-            self.pre_embed(kwargs.get("title"), kwargs.get("body"))
+            self.pre_embed.write(kwargs.get("title"), kwargs.get("body"))
         try:
             with self.lock:
                 reply = fn(*args, **kwargs)
@@ -397,6 +365,10 @@ class Service:
     def resolve_fork(self, **kwargs: Any) -> dict[str, Any]:
         return self._write(self._gateway_of(kwargs.get("entry_id")).resolve_fork, **kwargs)
 
+    def allow_secret(self, fingerprint: Any, reason: Any, kb: str | None = None) -> dict[str, Any]:
+        """`memory-agent secrets allow`: a finding released in the KB's allow-list."""
+        return self._write(self.gateway_for(kb).allow_secret, fingerprint, reason)
+
     def _gateway_of(self, entry_id: Any) -> Gateway:
         """The gateway of the KB an id names (`team:x`; a bare id: personal)."""
         if not isinstance(entry_id, str) or "/" in entry_id:
@@ -415,7 +387,7 @@ class Service:
         self.model.wait()
         items = clean_sections(sections)
         for item in items:
-            self.pre_embed(item.title, item.body)
+            self.pre_embed.write(item.title, item.body)
         project = self.project(where if isinstance(where, str) else None)
         with self.lock:
             return self.gateway.import_entries(

@@ -9,7 +9,8 @@ request's fields, the entry a lifecycle write changes, and the files it will wri
 - The files: `kb/<type>/<name>.md`, a regular file (or absent) in a real folder inside the
   KB, never through a symbolic link (`Invalid`, naming the path); a file that holds an
   uncommitted edit is never changed (`Conflict`, with the git command that commits or reverts
-  it).
+  it); no file or message adds what the push check would refuse (`SecretFound`, naming the
+  file, the line, the finding's fingerprint and the two ways out: docs/adr/0023).
 
 The gateway (`memory_agent.write.gateway`) runs these; each raises and writes nothing.
 """
@@ -23,6 +24,18 @@ from memory_agent import limits
 from memory_agent.capture.episodes import EPISODES
 from memory_agent.clock import iso
 from memory_agent.errors import Conflict, Invalid, NotFound, ReadOnly
+from memory_agent.intake.secrets import (
+    ALLOW_FILE,
+    SecretFound,
+    allowed_in,
+    describe,
+    fingerprint,
+    found,
+    line_of,
+    new_in,
+    read_allowed,
+    scannable,
+)
 from memory_agent.kb.entries import (
     ENTRY_TYPES,
     LINK_KINDS,
@@ -40,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_committed",
+    "check_secrets",
     "check_target",
     "clean_links",
     "clean_tags",
@@ -214,4 +228,37 @@ def check_committed(repo: KBRepo, path: Path) -> None:
             "overwrites work that is not in git",
             f"commit it (git -C {repo.path} commit -- {rel}) or revert it "
             f"(git -C {repo.path} checkout -- {rel}), then retry",
+        )
+
+
+def check_secrets(kb: Path, files: dict[Path, str], message: str) -> None:
+    """Refuse a write that adds what the push check (`sync.publish`) would refuse: a real-
+    looking secret a file did not hold before, or one in the commit's message - so nothing
+    that cannot be pushed is committed. The KB's allow-list, with what this write adds to it,
+    releases a finding by its fingerprint."""
+    allowed = read_allowed(kb) | allowed_in(files.get(kb / ALLOW_FILE))
+    fix = (
+        "leave the secret out and say where it is kept instead (a vault path, an environment "
+        "variable's name); if it is not a secret, a person releases it with `memory-agent "
+        "secrets allow {fp} --reason '...'` (README 'Secrets in the KB'), then write again"
+    )
+    for path, text in files.items():
+        name = path.relative_to(kb).as_posix()
+        try:
+            before = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError):
+            before = None
+        added = new_in(scannable(name, text), scannable(name, before), allowed)
+        if added:
+            raise SecretFound(
+                f"kb/{name} would hold what looks like a secret at "
+                f"line {line_of(added[0], text)} ({describe(added[0])}); nothing was written",
+                fix.format(fp=fingerprint(added[0])),
+            )
+    hits = found(message, allowed)
+    if hits:
+        raise SecretFound(
+            f"the commit message would hold what looks like a secret ({describe(hits[0])}); "
+            "nothing was written",
+            fix.format(fp=fingerprint(hits[0])),
         )

@@ -38,6 +38,7 @@ from memory_agent import limits
 from memory_agent.clock import iso
 from memory_agent.errors import Conflict, Invalid
 from memory_agent.index.memory import Memory
+from memory_agent.intake.secrets import ALLOW_FILE, ALLOW_HEADER, allow_line, allowed_in
 from memory_agent.kb.entries import content_key, entry_path, render_entry
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.kbs import KbPlace
@@ -408,6 +409,28 @@ class Gateway:
         self.recover()
         reply = {"status": "archived", "ids": [p.stem for p in files]}
         return self.writes.apply(files, f"memory: gc archives {len(files)} idle entries", {}, reply)
+
+    def allow_secret(self, fingerprint: str, reason: str) -> dict[str, Any]:
+        """Release a finding of the secret check that is not a secret: its fingerprint and
+        the reason added to the KB's allow-list (`kb/.memory-agent-allow`), in one commit
+        like any write (docs/adr/0023). A person's act: the CLI offers it, no tool does.
+        Call with the home lock held."""
+        limits.check_text("fingerprint", fingerprint, 120, required=True, one_line=True)
+        limits.check_text("reason", reason, limits.MAX_REASON, required=True)
+        line = allow_line(fingerprint, reason)
+        fp = line.split()[0]
+        path = self.kb_dir / ALLOW_FILE
+        reply: dict[str, Any] = {"fingerprint": fp, "path": str(path), "kb": self.place.name}
+        with self.memory.session():
+            self.repo.check_writable()
+            self.recover()
+            check_committed(self.repo, path)
+            old = path.read_text(encoding="utf-8") if path.is_file() else ALLOW_HEADER
+            if fp.rsplit(":", 1)[1] in allowed_in(old):
+                return {"status": "unchanged", **reply, "commit": None}
+            text = old + ("" if old.endswith("\n") else "\n") + line
+            message = f"memory: allow secret finding {fp}\n\n{' '.join(reason.split())}"
+            return self.writes.apply({path: text}, message, {}, {"status": "allowed", **reply})
 
     def import_entries(
         self,

@@ -1,7 +1,7 @@
 """A write's way from request to reply, for every tool of the gateway
 (`memory_agent.write.gateway`):
 
-    request replay -> recover -> (the gateway's checks and dedup) -> intent
+    request replay -> recover -> (the gateway's checks and dedup) -> secrets -> intent
     -> atomic writes -> one git commit of exactly those files -> index refresh -> reply
 
 - A request id seen before answers with its first reply (a client's timeout is not a failed
@@ -24,7 +24,7 @@ from memory_agent.errors import WriteFailed
 from memory_agent.index.memory import Memory
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.kbs import KbPlace
-from memory_agent.write.checks import check_target
+from memory_agent.write.checks import check_secrets, check_target
 from memory_agent.write.intents import Intent, RedoLog, RequestLog, fingerprint
 
 __all__ = ["PREVIEW_KEEP_S", "Transactions"]
@@ -87,9 +87,11 @@ class Transactions:
     def apply(
         self, files: dict[Path, str], message: str, request: dict[str, Any], reply: dict[str, Any]
     ) -> dict[str, Any]:
-        """Intent, atomic writes, one commit of exactly these files, refresh, reply."""
+        """Intent, atomic writes, one commit of exactly these files, refresh, reply; refused
+        before the intent when a file or the message adds a real-looking secret."""
         for path in files:
             check_target(self.kb_dir, path)
+        check_secrets(self.kb_dir, files, message)
         intent = self.redo.begin(files, message, request, reply)
         commit = self.redo.apply(intent)
         return self.finish(intent, commit)

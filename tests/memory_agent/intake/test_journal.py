@@ -8,8 +8,6 @@ and 17.)
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -26,8 +24,7 @@ from memory_agent.intake.journal import (
     sessions,
 )
 from memory_agent.intake.redact import redact
-from memory_agent.serve.mcp_config import hook_command
-from tests.memory_agent.mcp_helpers import env_for
+from tests.memory_agent.intake.journal_hooks import hook, journal_of
 from tests.memory_agent.stored_secrets import GH
 
 
@@ -51,27 +48,6 @@ def test_compaction_never_loses_a_line(tmp_path):
 
 def fragments(secret: str, size: int = 8) -> list[str]:
     return [secret[i : i + size] for i in range(len(secret) - size + 1)]
-
-
-def hook(home: Path, event: str, raw: bytes, **env: str) -> subprocess.CompletedProcess:
-    """The hook exactly as `memory-agent init` prints it, with the default budget."""
-    return subprocess.run(
-        hook_command(home, event),
-        input=raw,
-        capture_output=True,
-        env=env_for(home, home.parent / "cache", MEMORY_AGENT_INJECT="off", **env),
-        timeout=60,
-    )
-
-
-def journal_of(home: Path, session: str) -> list[dict]:
-    paths = sessions(home / "journal").get(session)
-    assert paths, (
-        (home / "run" / "hooks.log").read_text()
-        if (home / "run" / "hooks.log").exists()
-        else "no journal"
-    )
-    return list(read_session(paths))
 
 
 def test_a_secret_across_the_cut_of_a_2mb_prompt_leaves_no_fragment(capture_home):

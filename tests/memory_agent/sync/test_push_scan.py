@@ -5,6 +5,7 @@ adversarial pass's tests each pin a defect found.)
 
 (`pair`, two homes and a bare remote, is the memory_agent conftest's.)"""
 
+import hashlib
 import subprocess
 
 import pytest
@@ -154,15 +155,23 @@ def test_the_secret_scan_reads_every_blob_with_one_git_process(tmp_path, monkeyp
     logged = calls.read_text().splitlines()
     assert [c for c in logged if " show " in f" {c} "] == []
     assert sum("cat-file --batch" in c for c in logged) == 1
-    # the newest commit holding a secret is named, in the words the error always had
+    # the newest commit holding a secret is named, with the line, the finding's fingerprint
+    # (never the value) and both ways out
     newest = secrets[9]
+    fp = (
+        "github-token:"
+        + hashlib.sha256(b"ghp_jklmnopqrstuvwxyz0123456789xxxxxxxxx").hexdigest()[:16]
+    )
     assert caught.value.message == (
-        f"kb/note/n9.md holds what looks like a secret (commit {newest[:12]}); nothing was pushed"
+        f"kb/note/n9.md holds what looks like a secret at line 4 (github-token; fingerprint "
+        f"{fp}; commit {newest[:12]}); nothing was pushed"
     )
     assert caught.value.fix == (
-        "take it out of the unpushed commits (README 'Two machines and a team', 'A secret in "
-        f"a commit'): `git -C {kb} branch rescue-secret HEAD`, then `git -C {kb} rebase -i "
-        f"{since[:12]}` and edit commit {newest[:12]} to remove it (writes wait while the "
-        "rebase runs), then `memory-agent sync`"
+        "if it is a secret, take it out of the unpushed commits (README 'Two machines and a "
+        f"team', 'A secret in a commit'): `git -C {kb} branch rescue-secret HEAD`, then `git -C "
+        f"{kb} rebase -i {since[:12]}` and edit commit {newest[:12]} (writes wait while the "
+        "rebase runs), then `memory-agent sync`; if it is not a secret, release it: "
+        f"`memory-agent secrets allow {fp} --reason '...'` (a commit of kb/.memory-agent-allow, "
+        "pushed with the rest), then `memory-agent sync`"
     )
     assert "ghp_" not in git(remote, "log", "--all", "-p")

@@ -448,3 +448,32 @@ def test_imported_ids_say_which_project_and_file_they_came_from(world):
     outside = w["tmp"] / "notes.md"
     outside.write_text("# Notes\n\nKeep the notes short.\n")
     assert cli(w, w["outside"], "import", str(outside), "--confirm")["ids"] == ["notes-md"]
+
+
+def test_an_aws_credentials_csv_and_a_key_pair_are_imported_without_their_secrets(world):
+    """Issue 32: import redacted the key ids and wrote the 40-character secret beside each
+    (the console's credentials CSV, a key id and its secret on one line) into an entry, and
+    committed it."""
+    from tests.memory_agent.intake.test_key_pairs import CONSOLE_CSV, KEY_ID, PASSWORD, SECRET
+
+    w = world
+    docs = w["tmp"] / "ops"
+    docs.mkdir()
+    (docs / "NOTES.md").write_text(
+        f"# Ops notes\n\n## AWS user\n\n{CONSOLE_CSV}\n## Deploy\n\nThe deploy job runs with "
+        f"{KEY_ID} {SECRET} until the rotation.\n"
+    )
+    done = cli(w, w["outside"], "import", str(docs / "NOTES.md"), "--confirm")
+    assert done["status"] == "imported" and done["counts"]["new"] == 2
+    history = git(w["kb"], "log", "-p", "--all", "--format=%B")
+    assert "until the rotation" in history and "ci-deploy" in history
+    for root, _, files in os.walk(w["home"]):
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.isfile(path):  # the daemon's socket
+                continue
+            data = open(path, "rb").read()
+            for value in (SECRET, PASSWORD, KEY_ID):
+                assert value.encode() not in data, (name, value)
+    for value in (SECRET, PASSWORD, KEY_ID):
+        assert value not in history

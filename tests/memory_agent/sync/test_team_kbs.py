@@ -119,7 +119,11 @@ def test_one_id_in_two_kbs_is_two_entries_and_dedup_looks_across_kbs(homes):
         "Lock Python dependencies with uv lock.",
         check=False,
     )
-    assert code == 2 and dup["status"] == "duplicate" and dup["duplicate_of"] == said == "team:use-uv-for-locking"
+    assert (
+        code == 2
+        and dup["status"] == "duplicate"
+        and dup["duplicate_of"] == said == "team:use-uv-for-locking"
+    )
     code, dup = a.cli(
         "add",
         "--kb",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from memory_agent.cli.shells import body_arg, call, emit, links_arg, print_write
+from memory_agent.cli.shells import body_arg, call, emit, emit_write, links_arg, print_write
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -22,7 +22,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         scope=args.scope,
         kb=args.kb,
     )
-    return emit(args, reply, print_write)
+    return emit_write(args, reply)
 
 
 def cmd_supersede(args: argparse.Namespace) -> int:
@@ -40,7 +40,7 @@ def cmd_supersede(args: argparse.Namespace) -> int:
         links=links_arg(args),
         scope=args.scope,
     )
-    return emit(args, reply, print_write)
+    return emit_write(args, reply)
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
@@ -52,7 +52,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
         confirm=args.confirm,
         request_id=args.request_id,
     )
-    return emit(args, reply, print_write)
+    return emit_write(args, reply)
 
 
 def cmd_get(args: argparse.Namespace) -> int:
@@ -158,7 +158,7 @@ def cmd_proposals(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    return emit(args, call(args, "memory_accept", id=args.id), print_write)
+    return emit_write(args, call(args, "memory_accept", id=args.id))
 
 
 def cmd_reject(args: argparse.Namespace) -> int:
@@ -239,7 +239,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
             print("nothing written; run again with --confirm to write it in one commit")
             return
         if r["status"] == "duplicate":
-            print(f"duplicate of {r['duplicate_of']}: nothing written; {r.get('next', '')}")
+            print_write(r)
             return
         done = f"kept {r['kept']}" if r.get("kept") else f"merged into {r['merged_into']}"
         gone = [f"archived {', '.join(r['archived'])}"] if r["archived"] else []
@@ -250,7 +250,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
             + f"  commit {str(r.get('commit'))[:12]}  index {r.get('generation')}"
         )
 
-    return emit(args, reply, human)
+    return emit_write(args, reply, human)
 
 
 def _show_fork(args: argparse.Namespace) -> int:

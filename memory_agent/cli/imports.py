@@ -47,7 +47,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     reply = dict(notes) if notes is not None else {}
     if sessions is not None:
         reply["sessions"] = sessions
-    return emit(args, reply, _print)
+    return emit(args, reply, lambda r: _print(r, args.unchanged))
 
 
 def _import_notes(args, sections, skipped, paths: list[str]) -> dict:
@@ -151,9 +151,9 @@ def _import_sessions(args, sources) -> dict:
     return out
 
 
-def _print(reply: dict) -> None:
+def _print(reply: dict, list_unchanged: bool = False) -> None:
     if "counts" in reply:
-        _print_notes(reply)
+        _print_notes(reply, list_unchanged)
     if "sessions" in reply:
         _print_sessions(reply["sessions"])
 
@@ -198,7 +198,7 @@ def _print_sessions(s: dict) -> None:
         )
 
 
-def _print_notes(reply: dict) -> None:
+def _print_notes(reply: dict, list_unchanged: bool) -> None:
     counts = reply["counts"]
     verb = {"preview": "would import", "unchanged": "nothing new to import"}.get(
         reply["status"], "imported"
@@ -208,7 +208,9 @@ def _print_notes(reply: dict) -> None:
         f"superseding, {counts['unchanged']} unchanged, {counts['duplicate']} duplicates, "
         f"{counts['skipped']} skipped; {reply.get('empty_sections', 0)} empty sections left out"
     )
-    for item in reply["entries"]:
+    for item in reply["entries"]:  # what changes first, all of it (`write.import_plan`)
+        if item["action"] == "unchanged" and not list_unchanged:
+            continue
         what = item.get("id") or ""
         if item["action"] == "duplicate":
             what = f"duplicate of {item['duplicate_of']} ({item['match']})"
@@ -217,10 +219,8 @@ def _print_notes(reply: dict) -> None:
         elif item["action"] == "skipped":
             what = item.get("reason", "")
         print(f"  {item['action']:<10} {item['type']:<10} {item['title'][:50]:<50} {what}")
-    shown = len(reply["entries"])
-    total = sum(counts.values())
-    if total > shown:
-        print(f"  ... and {total - shown} more (--json lists the first {shown} too)")
+    if counts["unchanged"] and not list_unchanged:
+        print(f"  {counts['unchanged']} unchanged, not listed (--unchanged lists them)")
     for item in reply.get("files_skipped", []):
         print(f"  skipped {item['file']}: {item['reason']}")
     if reply.get("gone"):
@@ -276,3 +276,9 @@ def add_arguments(p: argparse.ArgumentParser, project_help: str) -> None:
         help="past sessions: only those started on or after DATE (ISO 8601: 2026-11-01)",
     )
     p.add_argument("--confirm", action="store_true", help="write (default: preview only)")
+    p.add_argument(
+        "--unchanged",
+        action="store_true",
+        help="notes: list the sections that are unchanged too (default: counted; every "
+        "change is always listed, and --json lists everything)",
+    )

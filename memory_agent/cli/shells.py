@@ -81,11 +81,21 @@ def emit(args: argparse.Namespace, reply: dict, human) -> int:
     return 0
 
 
+def emit_write(args: argparse.Namespace, reply: dict, human=None) -> int:
+    """A write's reply, printed; a refusal as a duplicate exits 2 like every refusal (nothing
+    was written), so a script or a person sees it without reading the text."""
+    emit(args, reply, human or print_write)
+    return 2 if reply.get("status") == "duplicate" else 0
+
+
 def print_write(reply: dict) -> None:
     status = reply.get("status")
     if status == "duplicate":
         dup = reply["duplicate_of"]
-        print(f"duplicate of {dup} (score {reply['score']}, {reply.get('match')}); nothing written")
+        print(
+            f"refused: duplicate of {dup} (score {reply['score']}, {reply.get('match')}); "
+            "nothing written"
+        )
         from memory_agent.errors import for_cli
 
         hint = reply.get("next") or (  # (a daemon of an older version says nothing more)

@@ -54,7 +54,7 @@ def history(memory: Memory, entry_id: str) -> dict[str, Any]:
         entries[eid] = entry
         todo += _ids(entry.extra.get("supersedes")) + _ids(entry.extra.get("superseded_by"))
         todo += later.get(eid, [])
-    order = sorted(entries.values(), key=lambda e: (str(e.created), e.id))
+    order = _oldest_first(entries)
     line = _main_line(entries, order)
     chain = []
     for entry in order:
@@ -87,6 +87,41 @@ def history(memory: Memory, entry_id: str) -> dict[str, Any]:
             step["branch"] = True
         chain.append(step)
     return {"id": entry_id, "chain": chain}
+
+
+def _oldest_first(entries: dict[str, Entry]) -> list[Entry]:
+    """By creation, but never before an entry it supersedes: two entries written in one second
+    (or under one fixed clock) are ordered by their edges, not by their ids."""
+    import heapq
+
+    before = {
+        eid: {s for s in _ids(e.extra.get("supersedes")) if s in entries and s != eid}
+        for eid, e in entries.items()
+    }
+    for eid, e in entries.items():  # an edge one side of it names only
+        for later in _ids(e.extra.get("superseded_by")):
+            if later in before and later != eid:
+                before[later].add(eid)
+    key = {eid: (str(e.created), eid) for eid, e in entries.items()}
+    ready = [key[eid] for eid, b in before.items() if not b]
+    heapq.heapify(ready)
+    order: list[Entry] = []
+    while len(order) < len(entries):
+        if not ready:  # a cycle a hand edit made: the oldest of what is left goes next
+            rest = [eid for eid in entries if eid in before]
+            ready = [min(key[eid] for eid in rest)]
+            before[ready[0][1]] = set()
+        _, eid = heapq.heappop(ready)
+        if eid not in before:
+            continue
+        del before[eid]
+        order.append(entries[eid])
+        for other, b in before.items():
+            if eid in b:
+                b.discard(eid)
+                if not b:
+                    heapq.heappush(ready, key[other])
+    return order
 
 
 def _successors_in_index(memory: Memory, place: Any) -> dict[str, list[str]]:

@@ -211,6 +211,7 @@ class SupersedeReply(TypedDict):
     duplicate_of: NotRequired[str]
     score: NotRequired[float]
     match: NotRequired[Literal["exact", "near"]]
+    forced_past: NotRequired[str]
 
 
 @with_config(_OPEN)

@@ -288,7 +288,9 @@ def build_server(service: Service) -> MCPServer:
         First call without `confirm`: `status: preview` shows both files exactly as they would
         be written, and nothing is written. Show the preview to the user if the change
         matters; then call again with the same arguments and `confirm: true` to write both
-        files in one git commit. Read-only project docs cannot be superseded.
+        files in one git commit. The preview runs the confirm's duplicate check: `status:
+        duplicate` (at either call) means another active entry already says this and nothing
+        was written. Read-only project docs cannot be superseded.
         """
         return service.supersede(
             old_id=old_id,

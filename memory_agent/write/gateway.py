@@ -275,14 +275,8 @@ class Gateway:
             for path in files:
                 check_target(self.kb_dir, path)
             check_committed(self.repo, old_path)
-            if not confirm:
-                return {
-                    "status": "preview",
-                    "id": self.place.qualify(new.id),
-                    "old_id": self.place.qualify(old.id),
-                    "preview": {str(p): text for p, text in files.items()},
-                    "next": "call again with confirm=true to write both files in one commit",
-                }
+            # the preview runs the checks the confirm will: a preview never promises a write
+            # that the confirm then refuses as a duplicate
             duplicate = find_duplicate(
                 self.memory,
                 new.title,
@@ -313,6 +307,15 @@ class Gateway:
                     f"\n\nForced past the near-duplicate {duplicate['duplicate_of']} "
                     f"(similarity {duplicate['score']})."
                 )
+            if not confirm:
+                return {
+                    "status": "preview",
+                    "id": self.place.qualify(new.id),
+                    "old_id": self.place.qualify(old.id),
+                    "preview": {str(p): text for p, text in files.items()},
+                    "next": "call again with confirm=true to write both files in one commit",
+                    **({"forced_past": duplicate["duplicate_of"]} if duplicate else {}),
+                }
             reply = {
                 "status": "superseded",
                 "id": self.place.qualify(new.id),

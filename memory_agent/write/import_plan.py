@@ -45,7 +45,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Action", "ImportPlan", "id_seed", "plan_import"]
 
-SHOWN = 10  # actions a reply lists in full
+# A reply lists every action, what changes the KB first: a preview shows every write it
+# would make, and the unchanged rows come last (the CLI counts them unless asked to list them)
+ORDER = ("new", "supersede", "duplicate", "skipped", "unchanged")
 
 
 @dataclass
@@ -99,7 +101,9 @@ class ImportPlan:
             "counts": self.counts(),
             "ids": [a.entry.id for a in written if a.entry is not None],
             "superseded": [a.old_id for a in written if a.old_id is not None],
-            "entries": [a.as_json() for a in self.actions[:SHOWN]],
+            "entries": [
+                a.as_json() for a in sorted(self.actions, key=lambda a: ORDER.index(a.kind))
+            ],
             "gone": self.gone,
         }
 

@@ -142,7 +142,7 @@ def test_an_entry_added_in_one_project_is_found_there_and_not_in_the_other(world
         "The alpha monorepo builds with bazel 7; run bazel build //...",
     )
     assert again["status"] == "created" and again["scope"] == "beta"
-    _, dup = cli(
+    code, dup = cli(
         w,
         w["alpha_wt"],
         "add",
@@ -150,8 +150,9 @@ def test_an_entry_added_in_one_project_is_found_there_and_not_in_the_other(world
         "Alpha builds with bazel 7",
         "--body",
         "The alpha monorepo builds with bazel 7; run bazel build //...",
+        check=False,
     )
-    assert dup["status"] == "duplicate" and dup["duplicate_of"] == added["id"]
+    assert code == 2 and dup["status"] == "duplicate" and dup["duplicate_of"] == added["id"]
     assert ScopeMap.read(kb).names == {"alpha": "github.com/acme/alpha", "beta": w["beta_id"]}
 
     # a supersede keeps the old entry's scope unless told

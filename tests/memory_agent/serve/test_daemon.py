@@ -355,7 +355,7 @@ def test_search_answers_from_the_lexical_channel_while_the_model_loads(home, sha
 
 def test_a_daemon_of_another_version_is_replaced(home, shared_cache):
     old = (
-        "import memory_agent.serve.service as s; s.__version__ = '0.0.1-old'\n"
+        "import memory_agent; memory_agent.__version__ = '0.0.1-old'  # before any import of it\n"
         "from memory_agent.serve.daemon import run_daemon\n"
         f"run_daemon({str(home)!r})\n"
     )

@@ -8,10 +8,12 @@ from __future__ import annotations
 import functools
 import json
 import re
+from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
 
+import memory_agent
 from memory_agent.client import CALLER_HEADER, PROTOCOL_VERSION, WHERE_HEADER
 from memory_agent.serve.daemon import build_app
 from memory_agent.serve.service import Service
@@ -179,7 +181,9 @@ def test_a_write_and_the_handshake_go_through_the_sdk(paths):
     }
     assert json.loads(post(direct_client, init)[2])["result"]["serverInfo"]["name"]
     tools = post(direct_client, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})[2]
-    assert len(json.loads(tools)["result"]["tools"]) == 11
+    listed = [t["name"] for t in json.loads(tools)["result"]["tools"]]
+    snapshot = json.loads((Path(memory_agent.__file__).parent / "tools.json").read_text())
+    assert listed == [t["name"] for t in snapshot]  # every tool, as the proxy's snapshot
     post(direct_client, call("memory_set_importance", {"id": "no-such-entry", "importance": 3}))
     assert direct.served == served  # none of them was answered by the direct path
 

@@ -111,11 +111,20 @@ def test_one_id_in_two_kbs_is_two_entries_and_dedup_looks_across_kbs(homes):
 
     # what the team KB already says is not copied into the personal KB (nor the reverse)
     said = a.add_to("team", "Use uv for locking", "Lock Python dependencies with uv lock.")
-    _, dup = a.cli(
-        "add", "--title", "Use uv for locking", "--body", "Lock Python dependencies with uv lock."
+    code, dup = a.cli(
+        "add",
+        "--title",
+        "Use uv for locking",
+        "--body",
+        "Lock Python dependencies with uv lock.",
+        check=False,
     )
-    assert dup["status"] == "duplicate" and dup["duplicate_of"] == said == "team:use-uv-for-locking"
-    _, dup = a.cli(
+    assert (
+        code == 2
+        and dup["status"] == "duplicate"
+        and dup["duplicate_of"] == said == "team:use-uv-for-locking"
+    )
+    code, dup = a.cli(
         "add",
         "--kb",
         "team",
@@ -123,8 +132,9 @@ def test_one_id_in_two_kbs_is_two_entries_and_dedup_looks_across_kbs(homes):
         "Deploy window",
         "--body",
         "I deploy my side projects on Fridays.",
+        check=False,
     )
-    assert dup["status"] == "duplicate" and dup["duplicate_of"] == mine
+    assert code == 2 and dup["status"] == "duplicate" and dup["duplicate_of"] == mine
 
 
 def test_supersede_and_archive_of_a_team_entry_land_in_the_team_kb(homes):
@@ -264,7 +274,7 @@ def test_scopes_apply_inside_the_team_kb(homes, tmp_path):
     assert tid not in a.hits(query, "--project", str(other))
     assert tid in a.hits(query, "--scope", "all")
     # dedup inside the project sees the team's entry from the personal KB too
-    _, dup = a.cli(
+    code, dup = a.cli(
         "add",
         "--title",
         "Alpha builds with Bazel",
@@ -274,8 +284,9 @@ def test_scopes_apply_inside_the_team_kb(homes, tmp_path):
         "project",
         "--project",
         str(project),
+        check=False,
     )
-    assert dup["status"] == "duplicate" and dup["duplicate_of"] == tid
+    assert code == 2 and dup["status"] == "duplicate" and dup["duplicate_of"] == tid
 
 
 def test_the_registry_refuses_a_malformed_file_with_the_fix(tmp_path):

@@ -56,6 +56,8 @@ def test_exact_and_near_duplicates_write_nothing(memory, gateway):
         "duplicate_of": first["id"],
         "score": 1.0,
         "match": "exact",
+        "next": f"{first['id']} says exactly this already: nothing to add; to change it, "
+        f"memory_supersede {first['id']}",
     }
     near = gateway.add(
         "The CI runners have 2 cores",

@@ -477,3 +477,62 @@ def test_an_aws_credentials_csv_and_a_key_pair_are_imported_without_their_secret
                 assert value.encode() not in data, (name, value)
     for value in (SECRET, PASSWORD, KEY_ID):
         assert value not in history
+
+
+def test_the_preview_lists_every_change_first_and_counts_the_unchanged(world):
+    """Issue 34: the preview listed its first 10 rows (`--json` too), so an edited section at
+    row 13 sat behind "... and 4 more" while 10 unchanged rows were shown (here: On-call)."""
+    w = world
+    notes = w["tmp"] / "handbook.md"
+    facts = {
+        "Releases": "We release on Tuesdays; never on a Friday.",
+        "Branches": "Feature branches are named after their ticket, like KES-123.",
+        "Reviews": "Every pull request needs one approval from the owning team.",
+        "Database": "Postgres 16 runs in docker compose for local development.",
+        "Secrets": "Credentials live in the vault; nothing sensitive goes in .env files.",
+        "Logging": "Log lines are JSON with a request id and the tenant.",
+        "Testing": "pytest with the xdist plugin; integration tests need the fake S3.",
+        "Frontend": "The web client is built with Vite and served by nginx.",
+        "Queues": "Background jobs run on arq workers reading Redis.",
+        "Metrics": "Prometheus scrapes /metrics on port 8000 every fifteen seconds.",
+        "Search": "Search indexes are rebuilt into a new collection, then the alias moves.",
+        "Holidays": "Nobody deploys the day before a public holiday.",
+        "On-call": "The on-call rota is kept in the team wiki.",
+        "Docs": "Architecture decisions are written as ADRs in docs/adr.",
+    }
+    topics = list(facts)
+
+    def write():
+        notes.write_text("".join(f"## {t}\n\n{facts[t]}\n\n" for t in topics))
+
+    write()
+    assert cli(w, w["outside"], "import", str(notes), "--confirm")["counts"]["new"] == 14
+    facts["On-call"] = "The on-call rota moved to the paging tool's calendar in March."
+    write()
+
+    preview = cli(w, w["outside"], "import", str(notes))
+    assert preview["counts"]["supersede"] == 1 and preview["counts"]["unchanged"] == 13
+    rows = preview["entries"]
+    assert len(rows) == 14  # every row, the change first
+    assert (rows[0]["action"], rows[0]["title"]) == ("supersede", "On-call")
+    said = subprocess.run(
+        [sys.executable, "-m", "memory_agent", "import", str(notes), "--home", str(w["home"])],
+        capture_output=True,
+        text=True,
+        env=env_for(w["home"], w["cache"], MEMORY_AGENT_CLOCK=CLOCK),
+        cwd=w["outside"],
+        timeout=300,
+    ).stdout
+    assert "supersede" in said and "On-call" in said
+    assert "13 unchanged, not listed (--unchanged lists them)" in said
+    assert "Docs" not in said  # an unchanged row, counted
+    listed = subprocess.run(
+        [sys.executable, "-m", "memory_agent", "import", str(notes), "--unchanged"]
+        + ["--home", str(w["home"])],
+        capture_output=True,
+        text=True,
+        env=env_for(w["home"], w["cache"], MEMORY_AGENT_CLOCK=CLOCK),
+        cwd=w["outside"],
+        timeout=300,
+    ).stdout
+    assert all(t in listed for t in topics)

@@ -515,24 +515,21 @@ def test_the_preview_lists_every_change_first_and_counts_the_unchanged(world):
     rows = preview["entries"]
     assert len(rows) == 14  # every row, the change first
     assert (rows[0]["action"], rows[0]["title"]) == ("supersede", "On-call")
-    said = subprocess.run(
-        [sys.executable, "-m", "memory_agent", "import", str(notes), "--home", str(w["home"])],
-        capture_output=True,
-        text=True,
-        env=env_for(w["home"], w["cache"], MEMORY_AGENT_CLOCK=CLOCK),
-        cwd=w["outside"],
-        timeout=300,
-    ).stdout
+
+    def printed(*extra):  # the preview as a person reads it
+        return subprocess.run(
+            [sys.executable, "-m", "memory_agent", "import", str(notes), *extra]
+            + ["--home", str(w["home"])],
+            capture_output=True,
+            text=True,
+            env=env_for(w["home"], w["cache"], MEMORY_AGENT_CLOCK=CLOCK),
+            cwd=w["outside"],
+            timeout=300,
+        ).stdout
+
+    said = printed()
     assert "supersede" in said and "On-call" in said
     assert "13 unchanged, not listed (--unchanged lists them)" in said
     assert "Docs" not in said  # an unchanged row, counted
-    listed = subprocess.run(
-        [sys.executable, "-m", "memory_agent", "import", str(notes), "--unchanged"]
-        + ["--home", str(w["home"])],
-        capture_output=True,
-        text=True,
-        env=env_for(w["home"], w["cache"], MEMORY_AGENT_CLOCK=CLOCK),
-        cwd=w["outside"],
-        timeout=300,
-    ).stdout
+    listed = printed("--unchanged")
     assert all(t in listed for t in topics)

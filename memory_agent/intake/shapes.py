@@ -208,7 +208,11 @@ _CLOSERS = {")": "(", "]": "[", "}": "{"}
 def assignments(text: str) -> list[Finding]:
     """Secrets named by what comes before them: `NAME=value` where the name says secret,
     `--password X`, `curl -u user:X`, `password X` in prose, `mysql -pX`."""
-    out = _values(text, _ASSIGNMENT, lambda m, _: secret_name(m.group("name").strip(".-")))
+    out = _values(
+        text,
+        _ASSIGNMENT,
+        lambda m, _: secret_name(m.group("name").strip(".-")) and not _go_test_verdict(m, text),
+    )
     if "-" in text:
         out.extend(_values(text, _FLAG, _flag_names_secret))
     if "ass" in text or "ASS" in text:
@@ -218,6 +222,12 @@ def assignments(text: str) -> list[Finding]:
     if "-p" in text:
         out.extend(_cli_passwords(text))
     return out
+
+
+def _go_test_verdict(m: re.Match[str], text: str) -> bool:
+    """`--- PASS: TestName (0.00s)`: `go test -v`'s verdict on a test, not a password (on
+    real sessions, 2,028 of 2,090 redactions an import counted were test names)."""
+    return m.group("name") == "PASS" and text[max(0, m.start() - 4) : m.start()] == "--- "
 
 
 def _value_end(text: str, start: int) -> int:

@@ -9,6 +9,7 @@ checks it).
 """
 
 from ragcore.atomic import atomic_write, temp_files
+from ragcore.bge_m3 import EXTRA_FIX as BGE_M3_EXTRA_FIX
 from ragcore.docinfo import DocInfo
 from ragcore.documents import (
     DEFAULT_EXCLUDES,
@@ -50,6 +51,7 @@ from ragcore.store import Filter
 from ragcore.tokenizer import Tokenizer
 
 __all__ = [
+    "BGE_M3_EXTRA_FIX",
     "DEFAULT_EXCLUDES",
     "BuildReport",
     "CachedEmbedder",

@@ -37,12 +37,12 @@ def cmd_init(args: argparse.Namespace) -> int:
         weights = fetch_minilm(cfg, StreamProgress(sys.stderr))
     if args.embedder == "bge-m3" and installed_embedder() != "bge-m3":
         from memory_agent.errors import NotReady
-        from ragcore.bge_m3 import EXTRA_FIX
+        from ragcore import BGE_M3_EXTRA_FIX
 
         raise NotReady(  # before anything is written: the home keeps its embedder
             "BGE-M3 needs the bge-m3 extra (FlagEmbedding and torch), which is not installed; "
             f"nothing changed (the embedder stays {cfg.embedder})",
-            f"{EXTRA_FIX}; then `memory-agent init --embedder bge-m3` again",
+            f"{BGE_M3_EXTRA_FIX}; then `memory-agent init --embedder bge-m3` again",
         )
     config_file = cfg.home_dir / "config.toml"
     config_before = config_file.read_bytes() if config_file.is_file() else None

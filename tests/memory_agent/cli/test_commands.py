@@ -206,7 +206,7 @@ def test_a_duplicate_says_what_to_do_instead(home, shared_cache):
     first = cli(home, shared_cache, *args)
     assert first.returncode == 0 and "created:" in first.stdout, first.stderr
     again = cli(home, shared_cache, *args)
-    assert again.returncode == 0 and "nothing written" in again.stdout
+    assert again.returncode == 2 and "nothing written" in again.stdout  # a refusal (issue 34)
     assert "memory-agent supersede" in again.stdout  # before: no hint at all
 
 

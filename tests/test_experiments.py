@@ -114,9 +114,7 @@ def channel_dumps(bench, tmp_path_factory, shared_cache) -> list[Path]:
 # it. A --tiny run of them is still owed (issue 30); until then they can rot unseen.
 NOT_RUN = {
     "ann/channels_1m.py": "reads a built 1M index (experiments/ann/README.md)",
-    "ann/measure.py": "reads ../shared's queries and a cache of real vectors",
     "ann/readmodel_1m.py": "reads benchmarks/daemon_vectors.py's sentences.npy",
-    "ann/tune.py": "reads the composed corpus's vector cache",
 }
 
 

@@ -55,6 +55,11 @@ def cached_vectors(cache: Path, n: int) -> tuple[np.ndarray, int]:
     return np.concatenate([real, mixed]), len(real)
 
 
+def unit_rows(rng: np.random.Generator, n: int) -> np.ndarray:
+    rows = rng.standard_normal((n, 384)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
 def query_vectors(limit: int) -> np.ndarray:
     sys.path.insert(0, str(ROOT))
     from ragcore import make_embedder
@@ -263,11 +268,24 @@ def main() -> None:
     ap.add_argument("--engines", default="usearch,faiss,edge")
     ap.add_argument("--candidates", type=int, default=100)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--tiny",
+        action="store_true",
+        help="the smallest real run (the test suite's): 2,000 seeded random unit vectors, "
+        "3 queries, usearch only - no cache, no ../shared, no model",
+    )
     args = ap.parse_args()
-    qs = query_vectors(args.queries)
+    if args.tiny:
+        args.sizes, args.queries, args.engines = "2000", 3, "usearch"
+        qs = unit_rows(np.random.default_rng(1), args.queries)
+    else:
+        qs = query_vectors(args.queries)
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
-        matrix, real = cached_vectors(args.cache, size)
+        if args.tiny:
+            matrix, real = unit_rows(np.random.default_rng(2), size), 0
+        else:
+            matrix, real = cached_vectors(args.cache, size)
         print(
             f"[{size}] {real} cached real vectors, {size - real} mixed; load "
             f"{os.getloadavg()[0]:.1f}",

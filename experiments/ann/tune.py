@@ -19,10 +19,20 @@ from usearch.index import Index
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cache", type=Path, default=Path("/tmp/memory-agent-bench-composed/cache"))
+    ap.add_argument(
+        "--tiny",
+        action="store_true",
+        help="the smallest real run (the test suite's): 1,000 seeded random unit vectors "
+        "instead of the cache",
+    )
     args = ap.parse_args()
-    conn = sqlite3.connect(str(args.cache / "embeddings.sqlite"))
-    rows = conn.execute("SELECT dense FROM vectors LIMIT 20000").fetchall()
-    x = np.frombuffer(b"".join(r[0] for r in rows), dtype=np.float32).reshape(-1, 384).copy()
+    if args.tiny:
+        x = np.random.default_rng(1).standard_normal((1000, 384)).astype(np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+    else:
+        conn = sqlite3.connect(str(args.cache / "embeddings.sqlite"))
+        rows = conn.execute("SELECT dense FROM vectors LIMIT 20000").fetchall()
+        x = np.frombuffer(b"".join(r[0] for r in rows), dtype=np.float32).reshape(-1, 384).copy()
     rng = np.random.default_rng(0)
     qs = x[rng.integers(0, len(x), 100)] + 0.05 * rng.standard_normal((100, 384)).astype("f4")
     qs /= np.linalg.norm(qs, axis=1, keepdims=True)

@@ -61,7 +61,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from daemon_home import Text, make_kb, pct  # noqa: E402 - the entries of the daemon benchmarks
 from sync_machine import Machine, add, cached_vectors, search_hits  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 ENTRY_WAIT_S = 3600.0  # the longest a phase waits for an entry to be found
 
 

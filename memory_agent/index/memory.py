@@ -114,9 +114,10 @@ class Memory:
 
     @property
     def embedder(self) -> CachedEmbedder:
-        with self._setup_lock:  # the daemon's first calls come from several threads at once
-            if self._embedder is None:
-                self._embedder = self._make_embedder()
+        if self._embedder is None:  # made once; every search reads it after, with no lock
+            with self._setup_lock:  # the daemon's first calls come from several threads
+                if self._embedder is None:
+                    self._embedder = self._make_embedder()
         return self._embedder
 
     def _make_embedder(self) -> CachedEmbedder:

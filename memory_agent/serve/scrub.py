@@ -310,8 +310,11 @@ def scrub_home(
     events_keep: Iterable[Path] = (),
     mark: bool = True,
     gate_lock: Any = None,
+    lessons: bool = True,
 ) -> dict[str, Any]:
     """Scrub the home's journal, usage events and gate inbox; write the marker (with `mark`).
+    With `lessons`, list the `source: auto` lessons to review: that reads every KB file
+    (minutes at 1,000,000 entries), so a starting daemon leaves it to `memory-agent scrub`.
     The gate's read positions of each session whose files were rewritten are reset in its
     state (`reset_gate_sessions`). `gate_lock` (a running daemon's, when the scrub runs
     inside it) is held throughout, so no gate run reads a file between its rewrite and the
@@ -327,7 +330,7 @@ def scrub_home(
             "journal": scrubbed,
             "events": scrub_events(home / "events", keep=events_keep),
             "inbox": scrub_inbox(home, scrubbed["sessions"]),
-            "auto_lessons": auto_lessons(home),
+            "auto_lessons": auto_lessons(home) if lessons else None,
         }
     if mark:
         write_marker(home)
@@ -403,6 +406,7 @@ def _scrub_files(service: Any) -> dict[str, Any] | None:
             events_keep=[service.events.path],
             mark=False,
             gate_lock=service.gate_lock,
+            lessons=False,  # before the daemon serves: no pass over every KB file
         )
     except Exception as exc:  # noqa: BLE001 - retried at the next start (no marker)
         log.error("scrub: failed (%s: %s); retried at the next start", type(exc).__name__, exc)
@@ -410,12 +414,11 @@ def _scrub_files(service: Any) -> dict[str, Any] | None:
     j, e = report["journal"], report["events"]
     log.info(
         "scrub: %d journal line(s) in %d file(s), %d event line(s), inbox %d redacted; "
-        "%d auto lesson(s) to review (memory-agent scrub lists them)",
+        "`memory-agent scrub` lists the lessons the gate wrote by itself, to review",
         j["lines"],
         j["rewritten"],
         e["lines"],
         report["inbox"],
-        len(report["auto_lessons"]),
     )
     return report
 

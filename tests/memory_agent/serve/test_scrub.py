@@ -317,3 +317,28 @@ def test_scrub_on_demand_stops_a_running_daemon_before_it_rewrites_the_journal(
         client.stop(wait=True)
         for pid in daemon_pids(old_home):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_starting_daemon_scrubs_without_reading_every_kb_file(old_home, monkeypatch):
+    """Before it serves, a starting daemon scrubs the journal, the events and the inbox - not
+    the KB: listing the gate's own lessons read every entry (minutes at 1,000,000 entries,
+    before the first answer). `memory-agent scrub` still lists them."""
+    import threading
+    from types import SimpleNamespace
+
+    from memory_agent.kb import entries
+    from memory_agent.serve import scrub
+
+    reads = []
+    real = entries.read_entry
+    monkeypatch.setattr(entries, "read_entry", lambda path: reads.append(path) or real(path))
+    service = SimpleNamespace(
+        memory=SimpleNamespace(home=old_home),
+        events=SimpleNamespace(path=old_home / "events" / "none.jsonl"),
+        gate_lock=threading.Lock(),
+    )
+    report = scrub._scrub_files(service)
+    assert report["journal"]["lines"] > 0  # it did scrub
+    assert reads == [] and report["auto_lessons"] is None
+    assert [lesson["id"] for lesson in scrub_home(old_home)["auto_lessons"]] == ["auto-lesson"]
+    assert reads  # the on-demand scrub reads the KB for its list

@@ -2,7 +2,9 @@
 aliases (nine levels of nine) is refused in a millisecond with the fix, by the one reader every
 path that parses YAML uses (`ragcore.load_yaml`, `ragcore.parse_front_matter`: entries, imports,
 the project map, corpus documents); so are a block over the size bound, too many values, too deep
-a nesting. Ordinary front matter reads exactly as python-frontmatter read it."""
+a nesting. Ordinary front matter reads exactly as python-frontmatter read it. Every test runs
+on both readers: libyaml's (C, the bounds checked on its event stream) and PyYAML's own (where
+libyaml is missing, or for a lone surrogate)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,25 @@ import frontmatter
 import pytest
 import yaml
 
-from ragcore import DocumentError, FrontMatterRefused, load_markdown, load_yaml, parse_front_matter
+from ragcore import (
+    DocumentError,
+    FrontMatterRefused,
+    front_matter,
+    load_markdown,
+    load_yaml,
+    parse_front_matter,
+)
+
+
+@pytest.fixture(autouse=True, params=["libyaml", "python"])
+def reader(request, monkeypatch):
+    if request.param == "libyaml":
+        assert front_matter._c_loader() is not None, (
+            "PyYAML without libyaml: the C path is untested"
+        )
+    else:
+        monkeypatch.setattr(front_matter, "_c_loader", lambda: None)
+    return request.param
 
 
 def alias_bomb() -> str:
@@ -51,6 +71,9 @@ def test_a_block_over_a_bound_is_refused():
     with pytest.raises(FrontMatterRefused, match="over 50 deep"):
         load_yaml("x: " + "[" * 60 + "]" * 60)
     assert load_yaml("x: " + "[" * 40 + "]" * 40)  # (deep enough for anything real)
+    assert load_yaml("x: " + "[" * 49 + "]" * 49)  # the map and 49 lists: 50 deep, the bound
+    with pytest.raises(FrontMatterRefused, match="over 50 deep"):
+        load_yaml("x: " + "[" * 49 + "1" + "]" * 49)  # a value in there is the 51st level
     with pytest.raises(FrontMatterRefused, match="over the 3-byte limit"):
         load_yaml("a: 1", max_bytes=3)  # (the project map passes bounds of its own)
 
@@ -58,6 +81,8 @@ def test_a_block_over_a_bound_is_refused():
 def test_a_broken_block_is_still_yamls_own_error():
     with pytest.raises(yaml.YAMLError):
         parse_front_matter("---\ntitle: [unclosed\n---\nbody\n")
+    with pytest.raises(yaml.YAMLError):  # libyaml takes no lone surrogate: PyYAML refuses it
+        load_yaml("title: a\udcff")
 
 
 @pytest.mark.parametrize(

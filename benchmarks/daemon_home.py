@@ -118,7 +118,12 @@ def bench_env(home: Path, args: argparse.Namespace) -> dict[str, str]:
         MEMORY_AGENT_IDLE_EXIT="0",
         MEMORY_AGENT_START_TIMEOUT="3600",
     )
-    os.environ.update({k: env[k] for k in ("MEMORY_AGENT_CACHE", "MEMORY_AGENT_START_TIMEOUT")})
+    os.environ.update(  # the daemon `DaemonClient.ensure` starts inherits these
+        {
+            k: env[k]
+            for k in ("MEMORY_AGENT_CACHE", "MEMORY_AGENT_START_TIMEOUT", "MEMORY_AGENT_IDLE_EXIT")
+        }
+    )
     return env
 
 

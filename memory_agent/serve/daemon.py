@@ -346,11 +346,16 @@ def _server_class():
 
 
 def _idle_watch(service: Any, server_holder: dict[str, Any], idle_exit: float) -> None:
+    """Stop the daemon after `idle_exit` seconds without a call - not while it builds
+    something (`Service.busy`): the idle time counts from the end of that work."""
     while True:
         time.sleep(min(5.0, max(idle_exit / 4, 0.2)))
         server = server_holder.get("server")
         if server is None or server.should_exit:
             return
+        if service.busy() is not None:
+            service.touch()
+            continue
         if time.monotonic() - service.last_used > idle_exit and service.lock.acquire(False):
             try:
                 log.info("idle for %.0f s: exiting", idle_exit)

@@ -451,6 +451,16 @@ class Service:
     def rebuilding(self) -> bool:
         return self._rebuild_lock.locked()
 
+    def busy(self) -> str | None:
+        """Work in flight that no request waits on, which an idle exit would throw away: a
+        rebuild, or the dense graph being built (at 1,000,000 entries, tens of minutes; a
+        daemon that left mid-way started it again at its next start)."""
+        if self.rebuilding():
+            return "a rebuild"
+        if self.memory.dense_state() == "building":
+            return "the dense graph"
+        return None
+
     def health(self) -> dict[str, Any]:
         """Always answers, at once: touches neither the model nor the store (`serve.health`)."""
         return health.health(self)

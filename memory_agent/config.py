@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_KEY_ENV",
+    "QDRANT_API_KEY_ENV",
     "SETTINGS",
     "Config",
     "Setting",
@@ -30,12 +31,14 @@ __all__ = [
     "endpoint_of",
     "installed_embedder",
     "load",
+    "qdrant_of",
     "write_setting",
 ]
 
 # The `openai` embedder's API key: read from this environment variable only - never a setting,
 # so it is never written to config.toml (a key there is refused), logs, the index or a reply.
 API_KEY_ENV = "MEMORY_AGENT_EMBEDDING_API_KEY"
+QDRANT_API_KEY_ENV = "MEMORY_AGENT_QDRANT_API_KEY"  # a Qdrant server's key: never in a file
 
 
 Setting = namedtuple("Setting", "name env default help")  # noqa: PYI024 - no typing at start-up
@@ -290,7 +293,9 @@ SETTINGS: tuple[Setting, ...] = (
         "MEMORY_AGENT_QDRANT_URL",
         "",
         "A Qdrant server URL (empty: the embedded store under <home>/index). Each index "
-        "generation becomes a collection on the server.",
+        "generation becomes a collection on the server. Its API key, if it needs one, comes "
+        "from MEMORY_AGENT_QDRANT_API_KEY only. A local folder instead of a URL runs the same "
+        "code on qdrant-client's in-process engine (one process, no server; for trying it).",
     ),
 )
 
@@ -374,6 +379,18 @@ def embedder_args(cfg: Config) -> dict[str, Any]:
             "timeout": float(cfg.embedding_timeout),
         }
     return args
+
+
+def qdrant_of(cfg: Config) -> dict[str, str | None]:
+    """The index's Qdrant arguments: `qdrant_url` is a server (`http(s)://host:6333`, its key
+    from QDRANT_API_KEY_ENV) or a local folder (qdrant-client's in-process engine: one process,
+    no server); empty: the in-memory read model."""
+    where = str(cfg.qdrant_url or "").strip()
+    if not where:
+        return {}
+    if where.startswith(("http://", "https://")):
+        return {"qdrant_url": where, "qdrant_api_key": os.environ.get(QDRANT_API_KEY_ENV) or None}
+    return {"qdrant_location": str(Path(where).expanduser())}
 
 
 def endpoint_of(cfg: Config) -> dict[str, str] | None:

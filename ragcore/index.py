@@ -102,6 +102,7 @@ class Index:
         qdrant_url: str | None = None,
         qdrant_location: str | None = None,
         dense_graph: bool = True,
+        qdrant_api_key: str | None = None,
     ):
         self.root = Path(root)
         self.embedder = embedder
@@ -109,11 +110,11 @@ class Index:
         self.max_chars = max_chars
         self.writable_sources = set(writable_sources) if writable_sources is not None else None
         self.batch_size = batch_size
-        # With a Qdrant server, each generation's dense vectors are a collection named after
-        # the index directory and the generation (`qdrant_location` runs the same code on
-        # qdrant-client's in-process engine, for tests).
+        # With a Qdrant server (or `qdrant_location`: qdrant-client's in-process engine), each
+        # generation's dense vectors are a collection named after the folder and generation.
         self.qdrant_url = qdrant_url
         self.qdrant_location = qdrant_location
+        self.qdrant_api_key = qdrant_api_key  # a server's (Qdrant Cloud's); never logged
         self.dense_graph = dense_graph  # False: the exact dense scan at every size
         self._building: str | None = None  # the generation a dense graph is being built for
         self._lock = threading.RLock()  # writers (and the first open) only
@@ -163,7 +164,7 @@ class Index:
         tag = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:8]
         name = f"memory-agent-{tag}-{generation}"
         if self.qdrant_url:
-            return QdrantStore(url=self.qdrant_url, collection=name)
+            return QdrantStore(url=self.qdrant_url, collection=name, api_key=self.qdrant_api_key)
         # qdrant-client's local engine allows one client per path: one path per generation
         return QdrantStore(
             location=str(Path(str(self.qdrant_location)) / generation), collection=name

@@ -136,7 +136,7 @@ class Memory:
                 self.embedder,
                 writable_sources=self.writable_sources(),
                 max_chars=int(self.cfg.max_chars),
-                qdrant_url=self.cfg.qdrant_url or None,
+                **config_mod.qdrant_of(self.cfg),
                 dense_graph=str(self.cfg.dense_graph).lower() not in ("off", "0", "false", "no"),
             )
         return self._index

@@ -74,3 +74,20 @@ def test_the_local_engine_takes_the_same_schema_and_answers_exactly(tmp_path):
     norms = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     assert got == [f"d{i}#0" for i in np.argsort(-(norms @ q))[:5]]
     store.close()
+
+
+def test_a_servers_api_key_comes_from_the_environment_and_reaches_the_client(tmp_path, monkeypatch):
+    from memory_agent import config
+    from memory_agent.index.memory import Memory
+
+    monkeypatch.setattr(qdrant_client, "QdrantClient", Recording)
+    monkeypatch.setenv("MEMORY_AGENT_QDRANT_API_KEY", "qk-test-1234")
+    cfg = config.load({"home": str(tmp_path / "h"), "qdrant_url": "https://q.example:6333"})
+    index = Memory(cfg).index  # made, not opened: no model is loaded
+    index._server_for("gen-000001")
+    assert Recording.calls[0] == (
+        "connect",
+        {"url": "https://q.example:6333", "api_key": "qk-test-1234"},
+    )
+    local = config.load({"home": str(tmp_path / "h"), "qdrant_url": str(tmp_path / "q")})
+    assert config.qdrant_of(local) == {"qdrant_location": str(tmp_path / "q")}

@@ -453,7 +453,8 @@ def _check_keys(file_values: dict[str, Any], config_file: Path) -> None:
     if "key" in key.lower() or "token" in key.lower() or "secret" in key.lower():
         raise _config_error(  # named, never shown: its value may be a credential
             f"{config_file}: {key!r} is not a setting: an API key is never read from config.toml",
-            f"delete the line from {config_file} and set {API_KEY_ENV} in the environment "
+            f"delete the line from {config_file} and set "
+            f"{QDRANT_API_KEY_ENV if 'qdrant' in key.lower() else API_KEY_ENV} in the environment "
             "of the agent (or shell) that starts memory-agent",
         )
     nearest = difflib.get_close_matches(key, names, n=1, cutoff=0.6)

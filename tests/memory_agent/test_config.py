@@ -40,14 +40,16 @@ def test_every_setting_a_module_reads_is_in_the_table():
             assert env not in text or path.name == "config.py", (path, env)
     # every MEMORY_AGENT_* name the package mentions is a setting of the table (the opencode
     # plugin's MEMORY_AGENT_BIN is the plugin's own variable, not one of ours; the openai
-    # embedder's API key is on purpose no setting: the environment alone holds it)
+    # embedder's and the Qdrant server's API keys are on purpose no settings: the environment
+    # alone holds them)
     table = {s.env for s in config.SETTINGS}
     named = {
         name
         for path in root.rglob("*.py")
         for name in re.findall(r"MEMORY_AGENT_[A-Z_]+", path.read_text(encoding="utf-8"))
     }
-    assert named - table - {"MEMORY_AGENT_BIN", config.API_KEY_ENV} == set()
+    keys = {config.API_KEY_ENV, config.QDRANT_API_KEY_ENV}
+    assert named - table - {"MEMORY_AGENT_BIN", *keys} == set()
 
 
 def test_the_start_timeout_is_read_when_a_start_happens(tmp_path, monkeypatch):

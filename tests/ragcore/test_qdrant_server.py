@@ -91,3 +91,9 @@ def test_a_servers_api_key_comes_from_the_environment_and_reaches_the_client(tmp
     )
     local = config.load({"home": str(tmp_path / "h"), "qdrant_url": str(tmp_path / "q")})
     assert config.qdrant_of(local) == {"qdrant_location": str(tmp_path / "q")}
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "config.toml").write_text('qdrant_api_key = "qk-in-a-file"\n')
+    with pytest.raises(Exception, match="never read from config.toml") as refused:
+        config.load({"home": str(tmp_path / "k")})  # a key is never read from a file
+    assert "MEMORY_AGENT_QDRANT_API_KEY" in refused.value.fix
+    assert "qk-in-a-file" not in str(refused.value) + refused.value.fix

@@ -122,7 +122,7 @@ def load_yaml(
 
 def _c_loader() -> Any:
     """yaml's safe loader on libyaml (C), None where PyYAML was built without it. It reads a
-    typical front matter ~7x faster than the Python one (bounds included): at 1,000,000
+    typical front matter ~6x faster than the Python one (bounds included): at 1,000,000
     entries that is the larger part of a full scan (experiments/million)."""
     import yaml
 

@@ -50,6 +50,12 @@ class ProxySession(session.ProxySession):
         return super().send(method, params, timeout=timeout)
 
 
+def structured(result: dict) -> dict:
+    """A tool call's structured reply, asserting it is no error (the error shown if it is)."""
+    assert not result.get("isError"), result
+    return result["structuredContent"]
+
+
 def daemon_pids(home: Path) -> list[int]:
     """Processes running `memory_agent daemon --home <home>`."""
     pids = []

@@ -19,7 +19,13 @@ from memory_agent.client import DaemonClient
 from memory_agent.endpoint import read_endpoint
 from memory_agent.index.memory import Memory
 from memory_agent.serve.tools import TOOL_NAMES
-from tests.memory_agent.mcp_helpers import ProxySession, daemon_pids, env_for, kill_daemon
+from tests.memory_agent.mcp_helpers import (
+    ProxySession,
+    daemon_pids,
+    env_for,
+    kill_daemon,
+    structured,
+)
 
 
 @pytest.fixture
@@ -43,11 +49,6 @@ def wait_healthy(home, timeout=60.0) -> DaemonClient:
     return client
 
 
-def _structured(result):
-    assert not result.get("isError"), result
-    return result["structuredContent"]
-
-
 def test_a_whole_session_through_the_proxy(home, shared_cache):
     s = ProxySession(home, shared_cache)
     try:
@@ -67,7 +68,7 @@ def test_a_whole_session_through_the_proxy(home, shared_cache):
             }
         )
         assert tools["memory_add"]["description"].startswith("Remember something new")
-        added = _structured(
+        added = structured(
             s.call(
                 "memory_add",
                 title="Proxy sessions share one daemon",
@@ -78,13 +79,13 @@ def test_a_whole_session_through_the_proxy(home, shared_cache):
             )
         )
         assert added["status"] == "created" and added["commit"] and added["generation"]
-        hits = _structured(
+        hits = structured(
             s.call("memory_search", query="how many daemons for ten sessions", limit=3)
         )["hits"]
         assert hits[0]["id"] == added["id"]  # read your write
-        got = _structured(s.call("memory_get", id=added["id"]))
+        got = structured(s.call("memory_get", id=added["id"]))
         assert got["tags"] == ["daemon"] and got["writable"] is True
-        preview = _structured(
+        preview = structured(
             s.call(
                 "memory_supersede",
                 old_id=added["id"],
@@ -93,7 +94,7 @@ def test_a_whole_session_through_the_proxy(home, shared_cache):
             )
         )
         assert preview["status"] == "preview" and len(preview["preview"]) == 2
-        done = _structured(
+        done = structured(
             s.call(
                 "memory_supersede",
                 old_id=added["id"],
@@ -106,11 +107,11 @@ def test_a_whole_session_through_the_proxy(home, shared_cache):
         # legacy-jenkins-url is archived in the demo KB: a tool error the model can read
         error = s.call("memory_archive", id="legacy-jenkins-url", reason="x", confirm=True)
         assert error["isError"] and "already archived" in error["content"][0]["text"]
-        archived = _structured(
+        archived = structured(
             s.call("memory_archive", id="branch-naming", reason="moved to the wiki", confirm=True)
         )
         assert archived["status"] == "archived"
-        status = _structured(s.call("memory_index_status"))
+        status = structured(s.call("memory_index_status"))
         assert status["consistent"] and status["pending"] == 0
         assert status["entries"] == 81  # 79 demo + added + its successor
         s.proc.stdin.write("{not json\n")  # a broken line still gets an answer, with id null
@@ -175,7 +176,7 @@ def test_ten_proxies_started_at_once_make_exactly_one_daemon(home, shared_cache)
         replies = [s.initialize() for s in sessions]
         assert all("result" in r for r in replies)
         assert len(daemon_pids(home)) == 1
-        pids = {_structured(s.call("memory_index_status"))["generation"] for s in sessions}
+        pids = {structured(s.call("memory_index_status"))["generation"] for s in sessions}
         assert len(pids) == 1
     finally:
         for s in sessions:
@@ -188,10 +189,10 @@ def test_a_killed_daemon_is_restarted_by_the_next_call(home, shared_cache):
     try:
         s.initialize()
         DaemonClient(home).admin("refresh")  # wait for the model and the first index
-        assert _structured(s.call("memory_index_status"))["consistent"]
+        assert structured(s.call("memory_index_status"))["consistent"]
         [pid] = daemon_pids(home)
         kill_daemon(pid)
-        status = _structured(s.call("memory_index_status"))  # read-only: retried after restart
+        status = structured(s.call("memory_index_status"))  # read-only: retried after restart
         assert status["entries"] == 79
         [new_pid] = daemon_pids(home)
         assert new_pid != pid
@@ -240,10 +241,10 @@ def test_a_daemon_stopped_between_calls_gets_the_next_write_sent_again(home, sha
     try:
         s.initialize()
         DaemonClient(home).admin("refresh")
-        assert _structured(s.call("memory_index_status"))["consistent"]
+        assert structured(s.call("memory_index_status"))["consistent"]
         [pid] = daemon_pids(home)
         DaemonClient(home).stop(wait=True)
-        added = _structured(
+        added = structured(
             s.call("memory_add", title="Sent again to a new daemon", body="No request id.")
         )
         assert added["status"] == "created"
@@ -290,10 +291,10 @@ def test_a_write_in_flight_when_the_daemon_dies_carries_over_only_with_its_reque
         assert "request_id" in error["fix"]
         # it was committed before the crash; the next daemon finishes it once its model is up
         assert DaemonClient(home).admin("refresh")["pending"] == 0
-        hits = _structured(s.call("memory_search", query="written as the daemon died"))["hits"]
+        hits = structured(s.call("memory_search", query="written as the daemon died"))["hits"]
         assert hits[0]["id"] == "written-as-the-daemon-died"
         _faulty_daemon(home, shared_cache)
-        carried = _structured(
+        carried = structured(
             s.call(
                 "memory_add",
                 title="Carried over by its request id",
@@ -303,7 +304,7 @@ def test_a_write_in_flight_when_the_daemon_dies_carries_over_only_with_its_reque
         )
         assert carried["status"] == "created" and carried["id"] == "carried-over-by-its-request-id"
         assert carried["commit"]
-        again = _structured(
+        again = structured(
             s.call(
                 "memory_add",
                 title="Carried over by its request id",
@@ -312,7 +313,7 @@ def test_a_write_in_flight_when_the_daemon_dies_carries_over_only_with_its_reque
             )
         )
         assert again == carried
-        assert _structured(s.call("memory_index_status"))["pending"] == 0
+        assert structured(s.call("memory_index_status"))["pending"] == 0
     finally:
         s.close()
 

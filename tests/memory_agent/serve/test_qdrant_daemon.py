@@ -5,14 +5,9 @@ find, supersede and rebuild, and `/health` says the dense vectors live there."""
 import pytest
 
 from memory_agent.client import DaemonClient
-from tests.memory_agent.mcp_helpers import ProxySession
+from tests.memory_agent.mcp_helpers import ProxySession, structured
 
 pytest.importorskip("qdrant_client", reason="the server path needs the qdrant extra")
-
-
-def _structured(result):
-    assert not result.get("isError"), result
-    return result["structuredContent"]
 
 
 def test_the_daemon_serves_from_a_qdrant_collection(home, shared_cache, tmp_path, monkeypatch):
@@ -21,7 +16,7 @@ def test_the_daemon_serves_from_a_qdrant_collection(home, shared_cache, tmp_path
     s = ProxySession(home, shared_cache, MEMORY_AGENT_QDRANT_URL=str(where))
     try:
         s.initialize()
-        added = _structured(
+        added = structured(
             s.call(
                 "memory_add",
                 title="Qdrant holds the vectors of this home",
@@ -30,11 +25,11 @@ def test_the_daemon_serves_from_a_qdrant_collection(home, shared_cache, tmp_path
             )
         )
         assert added["status"] == "created"
-        hits = _structured(s.call("memory_search", query="how do I descale the kettle"))["hits"]
+        hits = structured(s.call("memory_search", query="how do I descale the kettle"))["hits"]
         assert hits[0]["id"] == added["id"]
         assert DaemonClient(home).health()["dense"] == "server"
         assert any(where.rglob("*")), "nothing was written to the local Qdrant folder"
-        new = _structured(
+        new = structured(
             s.call(
                 "memory_supersede",
                 old_id=added["id"],
@@ -43,11 +38,11 @@ def test_the_daemon_serves_from_a_qdrant_collection(home, shared_cache, tmp_path
                 confirm=True,
             )
         )
-        hits = _structured(s.call("memory_search", query="how do I descale the kettle"))["hits"]
+        hits = structured(s.call("memory_search", query="how do I descale the kettle"))["hits"]
         assert new["status"] == "superseded" and hits[0]["id"] == new["id"]
         assert added["id"] not in [h["id"] for h in hits]  # superseded: not an active entry
         DaemonClient(home).admin("rebuild")
-        hits = _structured(s.call("memory_search", query="how do I descale the kettle"))["hits"]
+        hits = structured(s.call("memory_search", query="how do I descale the kettle"))["hits"]
         assert hits[0]["id"] == new["id"]
     finally:
         s.close()

@@ -15,6 +15,7 @@ import pytest
 
 from memory_agent.capture.aider_history import read_aider
 from memory_agent.capture.session_sources import detect, find_sources
+from memory_agent.clock import Clock
 from tests.memory_agent.capture.aider_writer import AiderHistory
 from tests.memory_agent.mcp_helpers import ROOT
 
@@ -35,11 +36,13 @@ app.py:
 """
 
 
-def write_history(path: Path) -> None:
-    """Two sessions as Aider logs them: a fix with its edit, a lint report and a failing
-    test; then questions."""
+def write_history(
+    path: Path, starts: tuple[str, str] = ("2026-11-20 10:00:00", "2026-11-21 09:30:00")
+) -> None:
+    """Two sessions as Aider logs them (started at `starts`, local time): a fix with its
+    edit, a lint report and a failing test; then questions."""
     h = AiderHistory(path)
-    h.started("2026-11-20 10:00:00")
+    h.started(starts[0])
     h.user_input("/add app.py")
     h.tool_output("Added app.py to the chat")
     h.user_input(f"test_app fails with NameError, fix it. The CI token is {SECRET}")
@@ -57,7 +60,7 @@ def write_history(path: Path) -> None:
     h.tool_output("Added 14 lines of output to the chat.")
     h.user_input("/run git status")
     h.confirm_ask("Add 0.1k tokens of command output to the chat?", "no")
-    h.started("2026-11-21 09:30:00")
+    h.started(starts[1])
     h.user_input("Explain how load() works\nand where it is called")
     h.ai_output("load() parses the settings file; main() calls it once.")
     h.user_input("/ask is there a cache?")
@@ -135,7 +138,12 @@ def test_the_history_is_imported_into_its_repositorys_project(home, tmp_path):
         ["git", "-C", str(repo), "remote", "add", "origin", "git@example.com:acme/shop.git"],
         check=True,
     )
-    write_history(repo / ".aider.chat.history.md")
+    now = Clock.from_setting(os.environ.get("MEMORY_AGENT_CLOCK", "")).now()
+    days_ago = [  # within the episodes' retention (90 days) whatever the memory's clock says
+        dt.datetime.fromtimestamp(now - days * 86400).strftime("%Y-%m-%d %H:%M:%S")
+        for days in (15, 14)
+    ]
+    write_history(repo / ".aider.chat.history.md", (days_ago[0], days_ago[1]))
     (repo / "CLAUDE.md").write_text("# Shop\n\n## Conventions\n\nPrices are integers in cents.\n")
     preview = cli(home, "import", str(repo), cwd=repo)
     sessions = preview["sessions"]

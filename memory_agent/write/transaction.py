@@ -136,6 +136,8 @@ class Transactions:
         pending = self.redo.pending()
         if not self._branch_seen:
             self.repo.record_branch()
+            if self.repo.split_index_if_large():
+                log.info("the KB's git index is large: git's split index is on (ADR 0025)")
             self._branch_seen = True
         if pending:
             self.repo.check_writable()

@@ -18,9 +18,16 @@ from tests.memory_agent.mcp_helpers import daemon_pids
 CLOCK = "2026-12-01T12:00:00Z"
 
 
-def git(kb: Path, *args: str, env: dict | None = None, check: bool = True) -> str:
+def git(
+    kb: Path,
+    *args: str,
+    env: dict | None = None,
+    check: bool = True,
+    input_text: str | None = None,
+) -> str:
     proc = subprocess.run(
         ["git", "-C", str(kb), *args],
+        input=input_text,
         capture_output=True,
         text=True,
         env={

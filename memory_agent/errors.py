@@ -190,6 +190,8 @@ RAGCORE_FIXES = {
     # by class, before the code: MiniLM's own weights missing - switching to MiniLM is no fix
     "WeightsUnavailable": "bring the files from a machine that reaches the hub and run "
     "`memory-agent model import PATH`",
+    "ServerUnavailable": "this home's dense vectors live on the Qdrant server (qdrant_url): "
+    "bring it back, or unset qdrant_url and run `memory-agent rebuild` to keep them here",
     "WeightsCorrupt": "the next try downloads the file again; or take the files from a trusted "
     "copy with `memory-agent model import PATH`",
 }

@@ -9,7 +9,8 @@ RagcoreError                      code (the base: invalid, a bad input file)
 │   │                                        fetched (offline, HF_HUB_OFFLINE, a refusal)
 │   └── WeightsCorrupt            model     a file fetched or imported is not the pinned one
 └── IndexError_                   index     the index is missing, or built with another embedder
-    └── IndexInconsistent         index     manifest and store disagree: rebuild
+    ├── IndexInconsistent         index     manifest and store disagree: rebuild
+    └── ServerUnavailable         index     the Qdrant server did not answer, or refused
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = [
     "IndexError_",
     "IndexInconsistent",
     "RagcoreError",
+    "ServerUnavailable",
     "WeightsCorrupt",
     "WeightsUnavailable",
 ]
@@ -84,3 +86,8 @@ class IndexError_(RagcoreError):  # noqa: N801 - keep clear of the builtin Index
 
 class IndexInconsistent(IndexError_):
     """The manifest and the vector store disagree. Never answer from such an index."""
+
+
+class ServerUnavailable(IndexError_):
+    """The Qdrant server of the scale-out path (`qdrant_url`) could not be reached, or refused
+    (a wrong API key, an error status). The message names the server and what it said."""

@@ -40,7 +40,6 @@ Public lookups: `doc(id)`, `docs()`, `len(index)`, `revision` (changes with ever
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 import threading
@@ -60,7 +59,7 @@ from ragcore.rows import Progress, RowBuilder, doc_rows, server_points
 from ragcore.segment import FILE as SEGMENT_FILE
 from ragcore.segment import FORMAT, ChunkRow, SegmentFile
 from ragcore.snapshot import REBUILD_HINT, Consistency, Snapshot
-from ragcore.store import Filter, QdrantStore
+from ragcore.store import Filter, QdrantStore, collection_for
 from ragcore.tokenizer import Tokenizer
 
 __all__ = [
@@ -111,7 +110,7 @@ class Index:
         self.writable_sources = set(writable_sources) if writable_sources is not None else None
         self.batch_size = batch_size
         # With a Qdrant server (or `qdrant_location`: qdrant-client's in-process engine), each
-        # generation's dense vectors are a collection named after the folder and generation.
+        # generation's dense vectors are a collection (`store.collection_for`).
         self.qdrant_url = qdrant_url
         self.qdrant_location = qdrant_location
         self.qdrant_api_key = qdrant_api_key  # a server's (Qdrant Cloud's); never logged
@@ -158,11 +157,10 @@ class Index:
     def server_mode(self) -> bool:
         return bool(self.qdrant_url or self.qdrant_location)
 
-    def _server_for(self, generation: str) -> QdrantStore | None:
+    def _server_for(self, generation: str, new: bool = False) -> QdrantStore | None:
         if not self.server_mode:
             return None
-        tag = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:8]
-        name = f"memory-agent-{tag}-{generation}"
+        name = collection_for(self.root, generation, new=new)
         if self.qdrant_url:
             return QdrantStore(url=self.qdrant_url, collection=name, api_key=self.qdrant_api_key)
         # qdrant-client's local engine allows one client per path: one path per generation
@@ -296,7 +294,7 @@ class Index:
         gen_dir = self.root / name
         gen_dir.mkdir()
         segment = SegmentFile(gen_dir / SEGMENT_FILE, create=True)
-        server = self._server_for(name)
+        server = self._server_for(name, new=True)
         chunks = 0
         try:
             segment.set_meta(

@@ -13,17 +13,25 @@ engine: that is how the tests exercise the server path without a server.
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 import threading
 import uuid
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ragcore.atomic import atomic_write
+from ragcore.errors import ServerUnavailable
+
 __all__ = ["Filter", "QdrantStore", "qdrant_filter"]
 
 COLLECTION = "chunks"
+NAME_FILE = "qdrant-collection"  # in a generation's folder: its collection's name
 _NAMESPACE = uuid.UUID("6f1c1c59-2b0a-4b7e-9a55-7d1f3c3e5a10")
 FILTER_FIELDS = ("doc_id", "status", "type", "source", "scope", "tags")
 
@@ -103,6 +111,34 @@ class QdrantStore:
         else:
             self._client = QdrantClient(path=location)
 
+    @contextmanager
+    def _asking(self):
+        """A call to the server: what a server that is down or refuses says becomes a
+        `ServerUnavailable` naming it (qdrant-client's own errors otherwise reach the caller as
+        a bare traceback). The local engine's errors pass as they are."""
+        from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+        try:
+            yield
+        except UnexpectedResponse as exc:
+            if self.url is None:
+                raise
+            refused = exc.status_code in (401, 403)
+            raise ServerUnavailable(
+                f"the Qdrant server at {self.url} answered {exc.status_code}"
+                + (": it refused the API key" if refused else f" ({exc.reason_phrase})"),
+                "set MEMORY_AGENT_QDRANT_API_KEY to the server's key"
+                if refused
+                else f"check the server at {self.url} (its log says why)",
+            ) from None
+        except ResponseHandlingException as exc:
+            if self.url is None:
+                raise
+            raise ServerUnavailable(
+                f"the Qdrant server at {self.url} could not be reached ({exc.source or exc})",
+                f"start the server at {self.url}, or check qdrant_url",
+            ) from None
+
     # -- lifecycle ------------------------------------------------------------------------
     @staticmethod
     def schema(dim: int) -> dict[str, Any]:
@@ -141,7 +177,7 @@ class QdrantStore:
         """The collection (`schema`) and a keyword index per filter field."""
         from qdrant_client import models
 
-        with self._lock:
+        with self._lock, self._asking():
             if self._client.collection_exists(self.collection):
                 return
             self._client.create_collection(self.collection, **self.schema(dim))
@@ -153,21 +189,21 @@ class QdrantStore:
                 )
 
     def payload_indexes(self) -> set[str]:
-        with self._lock:
+        with self._lock, self._asking():
             info = self._client.get_collection(self.collection)
         return set(info.payload_schema or {})
 
     def drop(self) -> None:
-        with self._lock:
+        with self._lock, self._asking():
             if self._client.collection_exists(self.collection):
                 self._client.delete_collection(self.collection)
 
     def exists(self) -> bool:
-        with self._lock:
+        with self._lock, self._asking():
             return self._client.collection_exists(self.collection)
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._asking():
             self._client.close()
 
     # -- writes ---------------------------------------------------------------------------
@@ -183,7 +219,7 @@ class QdrantStore:
             )
             for chunk_id, dense, fields in points
         ]
-        with self._lock:
+        with self._lock, self._asking():
             for start in range(0, len(structs), 256):
                 self._client.upsert(self.collection, structs[start : start + 256], wait=True)
 
@@ -192,7 +228,7 @@ class QdrantStore:
 
         if not chunk_ids:
             return
-        with self._lock:
+        with self._lock, self._asking():
             self._client.delete(
                 self.collection,
                 points_selector=models.PointIdsList(points=[point_uuid(c) for c in chunk_ids]),
@@ -201,7 +237,7 @@ class QdrantStore:
 
     # -- reads ----------------------------------------------------------------------------
     def count(self) -> int:
-        with self._lock:
+        with self._lock, self._asking():
             return self._client.count(self.collection, exact=True).count
 
     def search(
@@ -209,7 +245,7 @@ class QdrantStore:
     ) -> list[tuple[str, float]]:
         if flt is not None and flt.doc_ids is not None and not flt.doc_ids:
             return []  # an empty allow-list matches nothing
-        with self._lock:
+        with self._lock, self._asking():
             result = self._client.query_points(
                 self.collection,
                 query=np.asarray(vector, dtype=np.float32).tolist(),
@@ -221,6 +257,24 @@ class QdrantStore:
                 search_params=self.search_params() if self.url else None,
             )
         return [(p.payload["chunk_id"], float(p.score)) for p in result.points]
+
+
+def collection_for(root: Path, generation: str, *, new: bool = False) -> str:
+    """The name of the collection of `generation` of the index at `root`. A new generation's
+    name has a random part and is kept in its folder (`NAME_FILE`): two machines whose index
+    folders have the same path (the same user name and layout) share a server but never a
+    collection. A generation made before that has no such file and keeps the name it was made
+    with (the folder path's hash)."""
+    tag = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:8]
+    kept = root / generation / NAME_FILE
+    if new:
+        name = f"memory-agent-{tag}-{secrets.token_hex(4)}-{generation}"
+        atomic_write(kept, name + "\n")  # before the collection exists: a dead build's is named
+        return name
+    try:
+        return kept.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return f"memory-agent-{tag}-{generation}"
 
 
 def qdrant_filter(flt: Filter | None):

@@ -3,12 +3,22 @@ collection of `QdrantStore.schema` (HNSW over int8 vectors in RAM, float32 origi
 for the rescoring) with a keyword payload index per filter field, and searches with the int8
 candidates rescored exactly - checked on a recording client, since no server runs here; the
 same code on qdrant-client's local engine answers exact searches (tests/ragcore/
-test_read_model.py runs every filter through it)."""
+test_read_model.py runs every filter through it). A server that is down, or refuses the key,
+is named with the setting to fix (a closed port; a real HTTP stand-in answering 401)."""
+
+import hashlib
+import http.server
+import socket
+import threading
 
 import numpy as np
 import pytest
 
-from ragcore.store import FILTER_FIELDS, Filter, QdrantStore
+import ragcore
+from memory_agent.errors import describe
+from ragcore import Document, Index
+from ragcore.errors import ServerUnavailable
+from ragcore.store import FILTER_FIELDS, NAME_FILE, Filter, QdrantStore, collection_for
 
 qdrant_client = pytest.importorskip("qdrant_client", reason="the server path needs the extra")
 models = qdrant_client.models
@@ -97,3 +107,95 @@ def test_a_servers_api_key_comes_from_the_environment_and_reaches_the_client(tmp
         config.load({"home": str(tmp_path / "k")})  # a key is never read from a file
     assert "MEMORY_AGENT_QDRANT_API_KEY" in refused.value.fix
     assert "qk-in-a-file" not in str(refused.value) + refused.value.fix
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again on leaving: nothing listens there
+
+
+def test_a_server_that_is_down_is_named_with_the_fix_and_a_build_leaves_nothing(tmp_path):
+    url = f"http://127.0.0.1:{_closed_port()}"
+    store = QdrantStore(url=url, collection="c")
+    with pytest.raises(ServerUnavailable, match="could not be reached") as caught:
+        store.search(np.ones(8, dtype=np.float32), 10)
+    assert url in caught.value.message
+    info = describe(caught.value)
+    assert info.code == "index" and "unset qdrant_url" in info.fix and url in info.fix
+
+    index = Index(tmp_path / "index", ragcore.CachedEmbedder(_Flat(), None), qdrant_url=url)
+    with pytest.raises(ServerUnavailable):
+        index.build([Document(id="a", title="A", body="text", meta={"status": "active"})])
+    assert not index.exists()  # no generation went live
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    def _refuse(self):
+        body = b'{"status": {"error": "Must provide an API key or an Authorization bearer token"}}'
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_DELETE = _refuse
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_server_that_refuses_the_key_says_which_setting_to_fix():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        store = QdrantStore(url=url, collection="c", api_key="not-the-key")
+        with pytest.raises(ServerUnavailable, match="refused the API key") as caught:
+            store.exists()
+        assert "MEMORY_AGENT_QDRANT_API_KEY" in caught.value.fix
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Flat:
+    model_id, dim, has_sparse = "flat-8", 8, False
+
+    def embed_documents(self, texts):
+        return [ragcore.Embedding(np.full(8, 8**-0.5, dtype=np.float32)) for _ in texts]
+
+    def embed_query(self, text):
+        return self.embed_documents([text])[0]
+
+
+def test_two_homes_whose_index_folders_share_a_path_never_share_a_collection(tmp_path):
+    """Two machines of one user name keep their index at the same path: on one server their
+    generations' collections must differ (they did: the name was the path's hash and the
+    generation's number). Each home here is made at the same path in turn, on its own local
+    engine; the collection each made is read back from that engine."""
+    root = tmp_path / "index"
+    made = []
+    for machine in ("laptop", "desktop"):
+        engine = tmp_path / f"engine-of-{machine}"
+        index = Index(root, ragcore.CachedEmbedder(_Flat(), None), qdrant_location=str(engine))
+        index.build([Document(id="a", title="A", body="text", meta={"status": "active"})])
+        generation = index.current()
+        kept = (root / generation / NAME_FILE).read_text().strip()
+        index.close()
+        client = qdrant_client.QdrantClient(path=str(engine / generation))
+        names = [c.name for c in client.get_collections().collections]
+        client.close()
+        assert names == [kept]
+        made.append((generation, kept))
+        root.rename(tmp_path / f"index-of-{machine}")
+    (generation, first), (again, second) = made
+    assert generation == again == "gen-000001"
+    assert first != second
+
+
+def test_a_generation_made_before_the_kept_name_keeps_its_old_name(tmp_path):
+    root = tmp_path / "index"
+    (root / "gen-000003").mkdir(parents=True)
+    tag = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:8]
+    assert collection_for(root, "gen-000003") == f"memory-agent-{tag}-gen-000003"

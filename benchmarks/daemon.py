@@ -17,8 +17,9 @@ limit 8. Per size it prints:
 
 Entries have a realistic size: a title sentence and 2-5 body sentences sampled, with a fixed
 seed, from the SciFact and LoCoMo corpora in ../shared/bench (read here, never copied); the
-queries are those benchmarks' dev queries. Without ../shared a seeded word-salad generator
-and word-salad queries stand in. Homes and the embedding cache live in --work (default
+queries are those benchmarks' dev queries. Without ../shared (`MEMORY_AGENT_BENCH_DATA` names
+it for a copy of the code elsewhere) a seeded word-salad generator and word-salad queries stand
+in, said on stderr and in the JSON (`real_text`: 0). Homes and the embedding cache live in --work (default
 /tmp/memory-agent-bench) so a second run embeds nothing: the first 100k index embeds every
 entry once (tens of minutes on 2 cores).
 
@@ -251,7 +252,7 @@ def main() -> None:
         return
     rows = []
     for size in (int(x) for x in args.entries.split(",")):
-        rows.append(measure(size, args, text))
+        rows.append({**measure(size, args, text), "real_text": float(text.real)})
         if args.json:
             print(json.dumps({k: round(v, 2) for k, v in rows[-1].items()}), flush=True)
     if not args.json:

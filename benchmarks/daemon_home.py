@@ -20,7 +20,9 @@ from memory_agent import config
 from memory_agent.index.memory import Memory
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT.parent / "shared" / "bench"
+# The benchmarks' texts: ../shared/bench beside the checkout, or MEMORY_AGENT_BENCH_DATA (a copy of
+# the code elsewhere - a `git archive` in /tmp - finds them there, not word salad).
+BENCH = Path(os.environ.get("MEMORY_AGENT_BENCH_DATA") or ROOT.parent / "shared" / "bench")
 HOME_SEED = 2026  # every size's entries from one seeded stream: 100k's are 1M's first 100k,
 # so one embedding cache serves every size (1M entries take hours to embed on 2 cores)
 WORDS = (Path(__file__).parent / "core.py").read_text().split('"""')[3].split()  # core's VOCAB
@@ -69,6 +71,11 @@ class Text:
                 self.queries.append(json.loads(line)["query"])
         self.real = bool(self.sentences)
         if not self.real:
+            print(
+                f"no SciFact/LoCoMo texts under {BENCH}: the entries and queries are word salad "
+                "(set MEMORY_AGENT_BENCH_DATA to the shared bench folder for real text)",
+                file=sys.stderr,
+            )
             self.sentences = [
                 " ".join(self.rng.choice(WORDS) for _ in range(12)).capitalize() + "."
                 for _ in range(20000)

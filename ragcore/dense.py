@@ -74,13 +74,16 @@ def search(
     limit: int,
     allowed: np.ndarray,
     hw: int,
+    also: np.ndarray | None = None,
 ) -> list[tuple[int, float]]:
-    """The best `limit` (slot, cosine) among the `allowed` slots below `hw`, best first."""
+    """The best `limit` (slot, cosine) among the `allowed` slots below `hw`, best first.
+    `also`: slots to score exactly beside the graph's candidates (a search passes its lexical
+    candidates: one the graph missed keeps its dense score, as in the exact scan)."""
     vector = np.asarray(vector, dtype=np.float32)
     if graph is not None and hw >= EXACT_BELOW:
         n_allowed = int(np.count_nonzero(allowed))
         if n_allowed > FILTER_EXACT_BELOW:
-            found = _on_graph(rows, graph, vector, limit, allowed, hw, n_allowed)
+            found = _on_graph(rows, graph, vector, limit, allowed, hw, n_allowed, also)
             if found is not None:
                 return found
     candidates = np.flatnonzero(allowed)
@@ -90,7 +93,7 @@ def search(
     return top(candidates, scores[candidates], limit)
 
 
-def _on_graph(rows, graph, vector, limit, allowed, hw, n_allowed):
+def _on_graph(rows, graph, vector, limit, allowed, hw, n_allowed, also=None):
     cover = min(graph.cover, hw)
     slots = graph.candidates(vector, fetch_for(limit, n_allowed / hw))
     slots = slots[slots < cover]
@@ -100,4 +103,7 @@ def _on_graph(rows, graph, vector, limit, allowed, hw, n_allowed):
         return None  # the filter hid most of the graph's answer: the exact scan decides
     tail = np.flatnonzero(allowed[cover:hw]) + cover
     candidates = np.concatenate([slots, tail]) if tail.size else slots
+    if also is not None and also.size:
+        also = also[(also >= 0) & (also < hw)]
+        candidates = np.union1d(candidates, also[allowed[also]])
     return top(candidates, rows.take(candidates) @ vector, limit)

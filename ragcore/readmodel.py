@@ -445,14 +445,15 @@ class ReadModel:
         return rows[self._slot_doc[: self.hw]] & self._alive[: self.hw]
 
     def dense_search(
-        self, vector: np.ndarray, limit: int, mask: np.ndarray | None
+        self, vector: np.ndarray, limit: int, mask: np.ndarray | None, also: Sequence[str] = ()
     ) -> list[tuple[str, float]]:
         """Cosine top `limit` (chunk id, score) among the allowed slots (`ragcore.dense`:
-        exact, or the graph's candidates rescored exactly)."""
+        exact, or the graph's candidates and the chunks `also` names rescored exactly)."""
         if self.hw == 0:
             return []
         allowed = self._alive[: self.hw] if mask is None else mask
-        hits = search_rows(self._rows, self._graph, vector, limit, allowed, self.hw)
+        extra = np.array([self._chunk_slot.get(c, -1) for c in also], dtype=np.int64)
+        hits = search_rows(self._rows, self._graph, vector, limit, allowed, self.hw, extra)
         return [(self._slot_chunk[s], score) for s, score in hits]  # type: ignore[misc]
 
     @property

@@ -159,7 +159,9 @@ def search(
             q_emb = index.embedder.embed_query(query)
         timings["embed"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
-        dense_hits = view.dense(q_emb.dense, config.candidates)
+        # The lexical candidates are scored exactly too: on a graph (large indexes) one the
+        # graph missed keeps the dense score the exact scan gives it (experiments/million).
+        dense_hits = view.dense(q_emb.dense, config.candidates, [c for c, _ in lexical_hits])
         channels["dense"] = _per_document(index, dense_hits)
         timings["dense"] = (time.perf_counter() - t) * 1000
         if q_emb.sparse and view.has_sparse:

@@ -93,12 +93,14 @@ class Channels:
         """The generation holds the model's learned sparse weights."""
         return self._model.has_sparse
 
-    def dense(self, vector: np.ndarray, limit: int) -> list[tuple[str, float]]:
+    def dense(
+        self, vector: np.ndarray, limit: int, also: Sequence[str] = ()
+    ) -> list[tuple[str, float]]:
         """Cosine nearest chunks (on the Qdrant server, the filter pushed down, when there is
-        one)."""
+        one). `also`: chunks a graph search scores exactly beside its own candidates."""
         if self._server is not None:
             return self._server.search(vector, limit, self._flt)
-        return self._model.dense_search(vector, limit, self._mask)
+        return self._model.dense_search(vector, limit, self._mask, also)
 
     def lexical(self, query_tf: dict[int, float], limit: int) -> list[tuple[str, float]]:
         """BM25 over the query's term frequencies (`ragcore.tokenizer.term_frequencies`)."""

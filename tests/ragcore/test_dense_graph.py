@@ -135,6 +135,34 @@ def test_changes_are_whole_or_absent_for_readers_and_a_vacuum_keeps_the_graph(tm
     index.close()
 
 
+def test_chunks_named_beside_a_narrow_graph_keep_their_exact_dense_score(
+    tmp_path, small, monkeypatch
+):
+    """A search names its lexical candidates (`also`): each one in the exact top 100 is in
+    the graph's answer with its exact score, even where the graph itself missed it."""
+    index = Index(tmp_path / "index", ragcore.CachedEmbedder(Clustered(), None))
+    index.build(docs(0, 3000))
+    snap = wait_for_graph(index)
+    snap.model.graph._index.expansion_search = 4  # a graph that misses much of a top 100
+    monkeypatch.setattr(dense, "fetch_for", lambda limit, share: limit)
+    missed_by_graph = 0
+    for i in range(30):
+        q = index.embedder.embed_query(f"q{i}").dense
+        truth = exact(snap, q, 100)
+        named = [
+            c for d in truth[::3] for c in (snap.model.chunk_of(s) for s in snap.model.slots_of(d))
+        ]
+        plain = {snap.doc_of(c) for c, _ in snap.channels(None).dense(q, 100)}
+        got = dict(snap.channels(None).dense(q, 100, named))
+        missed_by_graph += len(set(truth[::3]) - plain)
+        for chunk in named:
+            assert chunk in got, (i, chunk)
+            assert got[chunk] == pytest.approx(
+                float(snap.model.vectors([chunk])[chunk] @ q), abs=1e-5
+            )
+    assert missed_by_graph > 0  # the graph alone missed some: the names made the difference
+
+
 def test_a_selective_filter_is_answered_exactly(tmp_path, small):
     index = Index(tmp_path / "index", ragcore.CachedEmbedder(Clustered(), None))
     index.build(docs(0, 3000))

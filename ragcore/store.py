@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import threading
+import urllib.parse
 import uuid
 from collections.abc import Sequence
 from contextlib import contextmanager
@@ -26,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from ragcore.atomic import atomic_write
-from ragcore.errors import ServerUnavailable
+from ragcore.errors import IndexError_, ServerUnavailable
 
-__all__ = ["Filter", "QdrantStore", "qdrant_filter"]
+__all__ = ["Filter", "QdrantStore", "collection_for", "qdrant_filter"]
 
 COLLECTION = "chunks"
 NAME_FILE = "qdrant-collection"  # in a generation's folder: its collection's name
@@ -90,11 +91,18 @@ class QdrantStore:
         collection: str = COLLECTION,
         api_key: str | None = None,
     ):
+        if url is not None:
+            parts = urllib.parse.urlsplit(url)
+            if parts.username or parts.password or parts.query or parts.fragment:
+                raise IndexError_(  # it would be written wherever the URL is: errors, the log
+                    f"the Qdrant URL {parts.scheme}://{parts.hostname or ''}{parts.path} holds a "
+                    "user, a password, a query or a fragment",
+                    "give qdrant_url as the bare server URL; its API key goes in "
+                    "MEMORY_AGENT_QDRANT_API_KEY, never in the URL",
+                )
         try:
             from qdrant_client import QdrantClient
         except ImportError as exc:
-            from ragcore.errors import IndexError_
-
             raise IndexError_(
                 "the Qdrant server path needs qdrant-client, which is not installed",
                 "pip install 'memory-agent[qdrant]', or unset qdrant_url",

@@ -17,7 +17,7 @@ import pytest
 import ragcore
 from memory_agent.errors import describe
 from ragcore import Document, Index
-from ragcore.errors import ServerUnavailable
+from ragcore.errors import IndexError_, ServerUnavailable
 from ragcore.store import FILTER_FIELDS, NAME_FILE, Filter, QdrantStore, collection_for
 
 qdrant_client = pytest.importorskip("qdrant_client", reason="the server path needs the extra")
@@ -199,3 +199,13 @@ def test_a_generation_made_before_the_kept_name_keeps_its_old_name(tmp_path):
     (root / "gen-000003").mkdir(parents=True)
     tag = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:8]
     assert collection_for(root, "gen-000003") == f"memory-agent-{tag}-gen-000003"
+
+
+@pytest.mark.parametrize(
+    "url", ["http://admin:s3cret-key@127.0.0.1:6333", "http://127.0.0.1:6333/?api-key=s3cret-key"]
+)
+def test_a_server_url_holding_a_credential_is_refused_without_repeating_it(url):
+    with pytest.raises(IndexError_) as caught:
+        QdrantStore(url=url, collection="c")
+    assert "s3cret" not in caught.value.message and "s3cret" not in caught.value.fix
+    assert "MEMORY_AGENT_QDRANT_API_KEY" in caught.value.fix

@@ -64,6 +64,17 @@ PROBE_TEXT = "memory-agent: which dimension?"
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 
+def shown_url(parts: urllib.parse.SplitResult) -> str:
+    """The part of a URL safe to write anywhere (an error, a log): scheme, host and path."""
+    return f"{parts.scheme}://{parts.hostname or ''}{parts.path}" if parts.scheme else "?"
+
+
+def holds_credential(parts: urllib.parse.SplitResult) -> bool:
+    """A user, a password, a query or a fragment: where a credential in a URL could be, and
+    then be written wherever the URL is (config, index, logs)."""
+    return bool(parts.username or parts.password or parts.query or parts.fragment)
+
+
 def endpoint_url(url: str) -> tuple[str, str]:
     """(the URL to post to, the server's identity `host:port/path`) of a base URL given with
     or without `/v1` (or the `/v1/embeddings` endpoint itself). `EmbedderError` for a URL that
@@ -75,13 +86,13 @@ def endpoint_url(url: str) -> tuple[str, str]:
             "pass the server's base URL, e.g. http://localhost:11434/v1 (Ollama)",
         )
     parts = urllib.parse.urlsplit(raw)
-    shown = f"{parts.scheme}://{parts.hostname or ''}{parts.path}" if parts.scheme else "?"
+    shown = shown_url(parts)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise EmbedderError(
             f"the embedding URL {shown!r} is not an http(s) URL with a host",
             "pass the server's base URL, e.g. http://localhost:11434/v1 (Ollama)",
         )
-    if parts.username or parts.password or parts.query or parts.fragment:
+    if holds_credential(parts):
         raise EmbedderError(
             f"the embedding URL {shown} holds a user, a password, a query or a fragment",
             "pass the bare base URL; an API key is given apart (it is sent as "

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ragcore.atomic import atomic_write
+from ragcore.endpoint import holds_credential, shown_url
 from ragcore.errors import IndexError_, ServerUnavailable
 
 __all__ = ["Filter", "QdrantStore", "collection_for", "qdrant_filter"]
@@ -93,10 +94,10 @@ class QdrantStore:
     ):
         if url is not None:
             parts = urllib.parse.urlsplit(url)
-            if parts.username or parts.password or parts.query or parts.fragment:
-                raise IndexError_(  # it would be written wherever the URL is: errors, the log
-                    f"the Qdrant URL {parts.scheme}://{parts.hostname or ''}{parts.path} holds a "
-                    "user, a password, a query or a fragment",
+            if holds_credential(parts):  # it would be written wherever the URL is: errors, logs
+                raise IndexError_(
+                    f"the Qdrant URL {shown_url(parts)} holds a user, a password, a query or "
+                    "a fragment",
                     "give qdrant_url as the bare server URL; its API key goes in "
                     "MEMORY_AGENT_QDRANT_API_KEY, never in the URL",
                 )

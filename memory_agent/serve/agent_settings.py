@@ -250,10 +250,7 @@ def _replace(path: Path, change: Change, stamp: str, recheck: bool, made: list[P
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
     if change.old is not None:
-        backup = path.with_name(f"{path.name}.memory-agent-{stamp}.bak")
-        n = 1
-        while backup.exists():  # two runs in one second: keep both backups
-            backup, n = path.with_name(f"{path.name}.memory-agent-{stamp}-{n}.bak"), n + 1
+        backup = _claim(path, stamp)
         made.append(backup)
         shutil.copy2(path, backup)
     if change.new is None:
@@ -273,6 +270,21 @@ def _replace(path: Path, change: Change, stamp: str, recheck: bool, made: list[P
         raise Moved(path)
     os.replace(tmp, path)
     return str(backup) if backup else None
+
+
+def _claim(path: Path, stamp: str) -> Path:
+    """A backup name no other run holds, made empty here: two runs in one second each get
+    their own (`-1`, `-2`, ...). Made with O_EXCL, not looked at and then copied to - in that
+    window another run could take the same name, and a run whose rename was then refused
+    removed its "own" backup, which was the other run's."""
+    for n in range(1000):
+        name = f"{path.name}.memory-agent-{stamp}{f'-{n}' if n else ''}.bak"
+        try:
+            os.close(os.open(path.with_name(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            continue
+        return path.with_name(name)
+    raise FileExistsError(f"{path.name}.memory-agent-{stamp}-*.bak: a thousand backups this second")
 
 
 def _current(path: Path) -> str | None:

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -399,6 +400,31 @@ def test_a_run_that_finds_the_file_changed_meanwhile_makes_no_backup(tmp_path):
         write_change(Change(path, '{"a": 1}\n', '{"a": 1, "ours": true}\n'), "T", recheck=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["settings.json"]
     assert path.read_text() == '{"theirs": 2}\n'
+
+
+# Before: a run picked its backup's name by looking whether it existed, then copied to it. Another
+# run in that window took the same name; when the first run's rename was then refused (the file
+# had moved), it removed "its" backup - the other run's. CI saw four runs leave no backup at all.
+def test_a_run_never_removes_the_backup_another_run_made_in_the_same_second(tmp_path, monkeypatch):
+    from memory_agent.serve import agent_settings
+    from memory_agent.serve.agent_settings import Change, Moved, write_change
+
+    path = tmp_path / "mcp.json"
+    original = '{"a": 1}\n'
+    path.write_text(original)
+    real_copy, theirs = shutil.copy2, []
+
+    def other_run_first(src, dst):  # the other run, whole, just before this run's copy
+        monkeypatch.setattr(agent_settings.shutil, "copy2", real_copy)
+        theirs.append(write_change(Change(path, original, '{"a": 1, "b": 2}\n'), "T", True))
+        return real_copy(src, dst)
+
+    monkeypatch.setattr(agent_settings.shutil, "copy2", other_run_first)
+    with pytest.raises(Moved):
+        write_change(Change(path, original, '{"a": 1, "c": 3}\n'), "T", recheck=True)
+    assert theirs and Path(theirs[0]).read_text() == original  # its backup is still there
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mcp.json", Path(theirs[0]).name]
+    assert path.read_text() == '{"a": 1, "b": 2}\n'
 
 
 def test_concurrent_runs_back_up_only_the_file_they_replaced(homes, shared_cache):

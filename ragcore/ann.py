@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -31,12 +32,15 @@ import numpy as np
 __all__ = [
     "EXACT_BELOW",
     "FILTER_EXACT_BELOW",
+    "Builds",
     "DenseGraph",
     "available",
     "build_graph",
     "expansion_for",
     "open_graph",
 ]
+
+log = logging.getLogger("ragcore.ann")
 
 EXACT_BELOW = 50_000  # rows: the exact scan (~6 ms at 50k, one thread) is used below this
 FILTER_EXACT_BELOW = 30_000  # allowed rows a filter leaves: scanned exactly at or below this
@@ -136,11 +140,12 @@ def build_graph(matrix: np.ndarray, threads: int = 0) -> DenseGraph:
 
 def save_graph(graph: DenseGraph, path: Path, meta: dict) -> None:
     """Write the graph and its meta beside it (each replaced whole)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    own = f"{os.getpid()}.{threading.get_ident()}"  # two builds of one generation may save at once
+    tmp = path.with_name(f".{path.name}.{own}.tmp")
     graph._index.save(str(tmp))
     os.replace(tmp, path)
     side = path.with_name(path.name + ".json")
-    tmp = side.with_name(f".{side.name}.{os.getpid()}.tmp")
+    tmp = side.with_name(f".{side.name}.{own}.tmp")
     tmp.write_text(json.dumps({**meta, "count": len(graph)}))
     os.replace(tmp, side)
 
@@ -174,20 +179,64 @@ def wanted(model) -> bool:
     return model.with_dense and model.graph is None and model.hw >= EXACT_BELOW and available()
 
 
+class Builds:
+    """The dense graphs being built in the background for one index, by the rows each is
+    built over. Another generation may be opened or switched to while one builds: only the
+    build over the live model's rows counts (`Index.dense_state`), and a build counts until
+    its `publish` has returned (attached or not)."""
+
+    def __init__(self) -> None:
+        self._rows: tuple[np.ndarray, ...] = ()  # replaced whole: read without the lock
+        self._lock = threading.Lock()
+
+    def start(self, model, path: Path, publish) -> None:
+        """`build_in_background(model, path, publish)`, counted from now."""
+        rows = model.base_rows
+        with self._lock:
+            self._rows = (*self._rows, rows)
+
+        def done(base, graph) -> None:
+            try:
+                publish(base, graph)
+            finally:
+                self._drop(base)
+
+        try:
+            build_in_background(model, path, done)
+        except BaseException:
+            self._drop(rows)
+            raise
+
+    def _drop(self, rows) -> None:
+        with self._lock:
+            self._rows = tuple(r for r in self._rows if r is not rows)
+
+    def running(self) -> tuple[np.ndarray, ...]:
+        """The rows of the builds in flight."""
+        return self._rows
+
+
 def build_in_background(model, path: Path, publish) -> threading.Thread:
     """Build a graph over `model`'s base rows on a thread ("dense-graph"), save it at `path`
     when the base is the saved arrays (`model.arrays_key`), then `publish(base, graph)`: the
-    index attaches it to its live model if that model still has these base rows."""
+    index attaches it to its live model if that model still has these base rows. A build that
+    fails is logged and published as None (the search stays exact)."""
     base, key = model.base_rows, model.arrays_key
 
     def run() -> None:
-        graph = build_graph(base, threads=0)
-        if key is not None:
-            try:
-                save_graph(graph, path, key)
-            except (OSError, RuntimeError):
-                pass  # served from memory; the next open builds it again
-        publish(base, graph)
+        graph = None
+        try:
+            graph = build_graph(base, threads=0)
+        except Exception:  # noqa: BLE001 - search stays exact; the next open tries again
+            log.exception("the dense graph could not be built; dense search stays exact")
+        else:
+            if key is not None:
+                try:
+                    save_graph(graph, path, key)
+                except Exception:  # noqa: BLE001 - served from memory; the next open builds it
+                    log.warning("the dense graph could not be saved at %s", path, exc_info=True)
+        finally:
+            publish(base, graph)  # always: the index counts this build done
 
     thread = threading.Thread(target=run, name="dense-graph", daemon=True)
     thread.start()

@@ -115,7 +115,7 @@ class Index:
         self.qdrant_location = qdrant_location
         self.qdrant_api_key = qdrant_api_key  # a server's (Qdrant Cloud's); never logged
         self.dense_graph = dense_graph  # False: the exact dense scan at every size
-        self._building: str | None = None  # the generation a dense graph is being built for
+        self._builds = ann.Builds()  # the dense graphs being built, by the rows of each
         self._lock = threading.RLock()  # writers (and the first open) only
         self._snap: Snapshot | None = None
         self.open_error: Exception | None = None  # why the last open failed (None: it did not)
@@ -227,21 +227,23 @@ class Index:
 
         def attach(base, graph) -> None:
             with self._lock:
-                self._building, live = None, self._snap
-                if live is not None and live.model.base_rows is base:
+                live = self._snap
+                if graph is not None and live is not None and live.model.base_rows is base:
                     model = live.model.clone()
                     model.attach_graph(graph)
                     self._snap = live.with_model(model)
 
-        self._building = snap.generation
-        ann.build_in_background(snap.model, self.root / snap.generation / ann.FILE, attach)
+        self._builds.start(snap.model, self.root / snap.generation / ann.FILE, attach)
 
     def dense_state(self) -> str:
         """How dense search runs now: graph, building (exact meantime), exact, server, closed."""
+        building = self._builds.running()  # before the snapshot: a build attaches, then ends
         snap = self._snap
         if snap is None or snap.server is not None:
             return "closed" if snap is None else "server"
-        return "graph" if snap.model.graph else "building" if self._building else "exact"
+        if snap.model.graph is not None:
+            return "graph"
+        return "building" if any(r is snap.model.base_rows for r in building) else "exact"
 
     def _ensure_open(self) -> Snapshot:
         snap = self._snap

@@ -6,6 +6,7 @@ selective filter is answered exactly; the graph is saved beside the arrays and m
 next open; a stale graph file is never used."""
 
 import json
+import threading
 import time
 import zlib
 
@@ -224,4 +225,73 @@ def test_a_larger_graph_is_searched_wider_when_built_and_when_mapped(tmp_path, s
     index = Index(tmp_path / "index", ragcore.CachedEmbedder(Clustered(), None))
     mapped = index.snapshot().model.graph
     assert mapped is not None and mapped._index.expansion_search == 2048
+    index.close()
+
+
+def test_a_graph_built_for_rows_no_longer_live_does_not_end_the_live_build(
+    tmp_path, small, monkeypatch
+):
+    """Two builds in flight (a generation opened, then another activated before the first
+    graph was done): the first one ending must not report "exact" while the live one builds.
+    A daemon's idle watch reads this state, and CI saw "exact" for a graph still on its way."""
+    gates, threads = {}, []  # a gate per build, by the rows it is built over
+    real_graph, real_background = ann.build_graph, ann.build_in_background
+
+    def gated(base, **kwargs):
+        assert gates[id(base)].wait(60)
+        return real_graph(base, **kwargs)
+
+    def recorded(model, *args, **kwargs):
+        gates[id(model.base_rows)] = threading.Event()
+        threads.append(real_background(model, *args, **kwargs))
+        return threads[-1]
+
+    monkeypatch.setattr(ann, "build_graph", gated)
+    monkeypatch.setattr(ann, "build_in_background", recorded)
+    index = Index(tmp_path / "index", ragcore.CachedEmbedder(Clustered(), None))
+    index.build(docs(0, 1500))
+    index.build(docs(0, 1600))  # a new generation: its own build, the first one still waiting
+    assert len(threads) == 2 and index.dense_state() == "building"
+    first, second = list(gates.values())
+    first.set()
+    threads[0].join(60)
+    assert index.dense_state() == "building"  # the live rows' graph is not there yet
+    assert index.snapshot().model.graph is None
+    second.set()
+    assert len(wait_for_graph(index).model.graph) == 1600
+    assert index.dense_state() == "graph"
+    index.close()
+
+
+def test_a_graph_build_that_fails_leaves_exact_search_and_says_so(
+    tmp_path, small, monkeypatch, caplog
+):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no memory for the graph")
+
+    monkeypatch.setattr(ann, "build_graph", broken)
+    index = Index(tmp_path / "index", ragcore.CachedEmbedder(Clustered(), None))
+    index.build(docs(0, 1500))
+    end = time.monotonic() + 30
+    while index.dense_state() == "building" and time.monotonic() < end:
+        time.sleep(0.05)
+    assert index.dense_state() == "exact"  # not "building" for ever: an idle daemon may leave
+    assert "the dense graph could not be built" in caplog.text  # the daemon log says why
+    vector = index.embedder.embed_documents(["text 7"])[0].dense
+    assert (
+        index.snapshot().doc_of(index.snapshot().channels(None).dense(vector, 1)[0][0]) == "d00007"
+    )
+    index.close()
+
+
+def test_a_graph_that_cannot_be_saved_is_served_from_memory(tmp_path, small, monkeypatch):
+    def refused(*args, **kwargs):
+        raise ValueError("the engine refused the file")  # not an OSError: it used to hang here
+
+    monkeypatch.setattr(ann, "save_graph", refused)
+    index = Index(tmp_path / "index", ragcore.CachedEmbedder(Clustered(), None))
+    index.build(docs(0, 1500))
+    assert len(wait_for_graph(index, timeout=60).model.graph) == 1500
+    assert index.dense_state() == "graph"
+    assert not (tmp_path / "index" / index.generation / ann.FILE).exists()
     index.close()

@@ -18,6 +18,11 @@ def test_a_daemon_building_its_dense_graph_is_not_idle(memory, monkeypatch):
     release = threading.Event()
     real = ann.build_graph
     monkeypatch.setattr(ann, "build_graph", lambda *a, **k: release.wait(60) and real(*a, **k))
+    builds = []  # the rows of each build started (more than one: the index was opened again)
+    started = ann.build_in_background
+    monkeypatch.setattr(
+        ann, "build_in_background", lambda m, *a: builds.append(m.base_rows.shape) or started(m, *a)
+    )
     memory.resident = True
     service = Service(memory)
     server = SimpleNamespace(should_exit=False)
@@ -33,7 +38,7 @@ def test_a_daemon_building_its_dense_graph_is_not_idle(memory, monkeypatch):
         deadline = time.monotonic() + 30
         while memory.dense_state() == "building" and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert memory.dense_state() == "graph" and service.busy() is None
+        assert memory.dense_state() == "graph" and service.busy() is None, builds
         watch.join(10)
         assert server.should_exit is True  # idle once the work is done
     finally:

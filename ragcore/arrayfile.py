@@ -9,12 +9,22 @@ is told by its length). `write` replaces the file atomically (`ragcore.atomic`).
 (`np.memmap`; or reads those asked for) and checks every CRC. A file that is not one, is
 truncated, or fails a CRC raises `ArrayFileError`: its reader rebuilds what it held, and never
 uses it.
+
+The mapped arrays' CRCs are checked once per file: a file whose every CRC held gets a stamp
+beside it (`<name>.checked`: its size, inode, modification and change times, its header's
+CRC), and a later read of the same, unchanged file skips the mapped arrays' CRCs (at a
+million entries, 2.6 GB read and hashed at every daemon start). A file replaced (the writer
+renames a new one in: a new inode) or written in place (new times) is checked again. What a
+stamp cannot see is damage that leaves the file's size and times alone (a disk's bit rot);
+the arrays read into memory are checked at every read. ADR 0026.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
+import os
 import struct
 import zlib
 from collections.abc import Collection
@@ -23,13 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from ragcore.atomic import atomic_file
+from ragcore.atomic import atomic_file, atomic_write
 
 __all__ = ["ArrayFile", "ArrayFileError", "write"]
 
 MAGIC = b"RAGARR1\n"
 ALIGN = 64
 _PREFIX = struct.Struct("<8sII")
+CHECKED = ".checked"  # the stamp's suffix: `<file>.checked` beside the file
 
 
 class ArrayFileError(ValueError):
@@ -81,8 +92,17 @@ class ArrayFile:
                 raise ArrayFileError(f"{self.path.name}: not an array file")
             header = fh.read(length)
             size = fh.seek(0, 2)
+            st = os.fstat(fh.fileno())
         if len(header) != length or zlib.crc32(header) != crc:
             raise ArrayFileError(f"{self.path.name}: the header is truncated or damaged")
+        # what names this file as it stands: another file, or this one written again, differs
+        self._identity = {
+            "size": st.st_size,
+            "inode": st.st_ino,
+            "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns,
+            "header_crc": crc,
+        }
         try:
             parsed = json.loads(header)
             self.meta: dict[str, Any] = parsed["meta"]
@@ -97,9 +117,11 @@ class ArrayFile:
     def arrays(self, read: Collection[str] = ()) -> dict[str, np.ndarray]:
         """Every array, each checked against its CRC32: memory-mapped read-only (one mapping
         for the file), except those named in `read`, which are read into memory (what the
-        caller drops right away, so that its pages never count against the process)."""
+        caller drops right away, so that its pages never count against the process). The
+        mapped arrays' CRCs are skipped when this file was checked whole before (its stamp)."""
         out: dict[str, np.ndarray] = {}
         whole: np.memmap | None = None
+        checked = self._stamped()
         with open(self.path, "rb") as fh:
             for name, (dtype, shape, offset, crc) in self._layout.items():
                 try:
@@ -118,11 +140,30 @@ class ArrayFile:
                         a = np.asarray(whole[start : start + size]).view(dt).reshape(shape)
                 except (TypeError, ValueError, OSError) as exc:
                     raise ArrayFileError(f"{self.path.name}: array {name}: {exc}") from exc
-                if a.nbytes != size or _crc(a) != crc:
+                if a.nbytes != size or ((name in read or not checked) and _crc(a) != crc):
                     raise ArrayFileError(f"{self.path.name}: array {name} fails its CRC")
                 out[name] = a
         _release(whole)
+        if not checked:
+            self._stamp()
         return out
+
+    @property
+    def stamp_path(self) -> Path:
+        return self.path.with_name(self.path.name + CHECKED)
+
+    def _stamped(self) -> bool:
+        """Whether every CRC of this very file held at an earlier read."""
+        try:
+            return json.loads(self.stamp_path.read_bytes()) == self._identity
+        except (OSError, ValueError):
+            return False
+
+    def _stamp(self) -> None:
+        """Record that every CRC held (best effort: a folder that refuses it costs a check at
+        the next read, nothing else)."""
+        with contextlib.suppress(OSError):
+            atomic_write(self.stamp_path, json.dumps(self._identity).encode())
 
 
 def _release(whole: np.memmap | None) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragcore.ann import DenseGraph
+from ragcore.cow import CowDict, CowList
 from ragcore.dense import DenseRows
 from ragcore.dense import search as search_rows
 from ragcore.docinfo import DocInfo
@@ -110,20 +111,20 @@ class ReadModel:
         self.with_dense = with_dense
         self.revision = 0
         # documents
-        self.docs: dict[str, DocInfo] = {}
+        self.docs: CowDict[str, DocInfo] = CowDict()
         self._listed = 0  # sum of docs' chunk counts
-        self._doc_row: dict[str, int] = {}
-        self._row_doc: list[str | None] = []
+        self._doc_row: CowDict[str, int] = CowDict()
+        self._row_doc: CowList[str | None] = CowList()
         self._free_rows: list[int] = []
         self._cols = _Columns()
         self._codes = {name: _Codes() for name in COLUMNS}
         self._tags = SetIndex()  # tag -> the rows of the documents carrying it
         self._entities = SetIndex()  # entity -> the rows of the documents naming it
-        self._doc_slots: dict[str, list[int]] = {}
+        self._doc_slots: CowDict[str, list[int]] = CowDict()
         # chunks
         self.hw = 0  # slots in use (high-water mark)
-        self._slot_chunk: list[str | None] = []
-        self._chunk_slot: dict[str, int] = {}
+        self._slot_chunk: CowList[str | None] = CowList()
+        self._chunk_slot: CowDict[str, int] = CowDict()
         self._slot_doc = np.zeros(0, dtype=np.int32)
         self._slot_n = np.zeros(0, dtype=np.int32)
         self._alive = np.zeros(0, dtype=bool)
@@ -139,26 +140,27 @@ class ReadModel:
     def clone(self) -> ReadModel:
         """A copy to change (`apply`) while this one keeps serving searches, unchanged.
 
-        Copy-on-write: what a change writes in place (dicts, the `alive` flags, the filter
-        columns, the slot -> chunk list) is copied; what a change only appends to beyond this
-        model's high-water mark (the dense matrix, the slot arrays) or replaces whole (the
-        posting bases) is shared; a tag's or entity's set is copied when first changed. At
-        10k documents a clone costs a few milliseconds; the dense matrix is never copied."""
+        Copy-on-write: the maps by document and by chunk copy only their changes since their
+        shared base (`ragcore.cow`); what a change writes in place (the `alive` flags, the
+        filter columns, the slot -> chunk list) is copied; what a change only appends to
+        beyond this model's high-water mark (the dense matrix, the slot arrays) or replaces
+        whole (the posting bases) is shared; a tag's or entity's set is copied when first
+        changed. The dense matrix is never copied."""
         new = ReadModel.__new__(ReadModel)
         new.dim, new.with_dense, new.revision = self.dim, self.with_dense, self.revision
-        new.docs = dict(self.docs)
+        new.docs = self.docs.copy()
         new._listed = self._listed
-        new._doc_row = dict(self._doc_row)
-        new._row_doc = list(self._row_doc)
+        new._doc_row = self._doc_row.copy()
+        new._row_doc = self._row_doc.copy()
         new._free_rows = list(self._free_rows)
         new._cols = _Columns(*(getattr(self._cols, name).copy() for name in COLUMNS))
         new._codes = {name: codes.copy() for name, codes in self._codes.items()}
         new._tags = self._tags.clone()
         new._entities = self._entities.clone()
-        new._doc_slots = dict(self._doc_slots)  # lists are replaced, never changed in place
+        new._doc_slots = self._doc_slots.copy()  # lists are replaced, never changed in place
         new.hw = self.hw
-        new._slot_chunk = list(self._slot_chunk)
-        new._chunk_slot = dict(self._chunk_slot)
+        new._slot_chunk = self._slot_chunk.copy()
+        new._chunk_slot = self._chunk_slot.copy()
         new._slot_doc, new._slot_n = self._slot_doc, self._slot_n  # written beyond hw only
         new._alive = self._alive.copy()
         new._rows = self._rows  # written beyond hw only; a vacuum makes new rows
@@ -218,9 +220,10 @@ class ReadModel:
         entities by row."""
         n = len(infos)
         self._grow_docs(n)
-        self._row_doc = [info.id for info in infos]
-        self._doc_row = {doc_id: row for row, doc_id in enumerate(self._row_doc)}
-        self.docs = dict(zip(self._row_doc, infos, strict=True))
+        ids: list[str | None] = [info.id for info in infos]
+        self._doc_row = CowDict({doc_id: row for row, doc_id in enumerate(ids)})  # type: ignore[misc]
+        self.docs = CowDict(dict(zip(ids, infos, strict=True)))  # type: ignore[arg-type]
+        self._row_doc = CowList(ids)
         self._listed = sum(info.chunks for info in infos)
         metas = [info.meta for info in infos]
         self._cols.status[:n] = self._codes["status"].of_each(
@@ -330,14 +333,14 @@ class ReadModel:
         model._put_docs(a.docs, a.tags, a.entities)
         n = len(a.chunk_ids)
         model.hw = n
-        model._slot_chunk = list(a.chunk_ids)
-        model._chunk_slot = {c: s for s, c in enumerate(model._slot_chunk)}
+        model._slot_chunk = CowList(list(a.chunk_ids))
+        model._chunk_slot = CowDict({c: s for s, c in enumerate(a.chunk_ids)})
         order = np.argsort(a.slot_doc, kind="stable")
         bounds = np.searchsorted(a.slot_doc[order], np.arange(len(a.docs) + 1)).tolist()
         slots = order.tolist()
-        model._doc_slots = {
-            info.id: slots[bounds[row] : bounds[row + 1]] for row, info in enumerate(a.docs)
-        }
+        model._doc_slots = CowDict(
+            {info.id: slots[bounds[row] : bounds[row + 1]] for row, info in enumerate(a.docs)}
+        )
         # every per-slot array exactly n long: the first new slot grows them all into copies
         model._slot_doc, model._slot_n = a.slot_doc, a.slot_n
         model._alive = np.ones(n, dtype=bool)
@@ -368,10 +371,13 @@ class ReadModel:
         size = int(live.size)
         self.bm25.renumber(mapping, size)
         self.sparse.renumber(mapping, size)
-        self._slot_chunk = [self._slot_chunk[s] for s in live.tolist()]
-        self._chunk_slot = {c: i for i, c in enumerate(self._slot_chunk)}  # type: ignore[misc]
-        for doc_id, slots in self._doc_slots.items():
-            self._doc_slots[doc_id] = [int(mapping[s]) for s in slots]
+        chunks = list(self._slot_chunk)
+        kept = [chunks[s] for s in live.tolist()]
+        self._slot_chunk = CowList(kept)
+        self._chunk_slot = CowDict({c: i for i, c in enumerate(kept)})  # type: ignore[misc]
+        self._doc_slots = CowDict(
+            {doc_id: [int(mapping[s]) for s in slots] for doc_id, slots in self._doc_slots.items()}
+        )
         cap = max(size, 64)
         for name, dtype in (("_slot_doc", np.int32), ("_slot_n", np.int32)):
             new = np.zeros(cap, dtype=dtype)

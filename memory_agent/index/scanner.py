@@ -30,7 +30,7 @@ from memory_agent.index.episode_source import EpisodeSource
 from memory_agent.index.portable_watch import PortableWatcher
 from memory_agent.index.watch import Watcher, inotify_available
 from memory_agent.kb.entries import ENTRY_TYPES, ValidationError
-from memory_agent.kb.files import duplicate_problem, kb_claims, kb_files, read_kb_entry
+from memory_agent.kb.files import duplicate_problem, kb_claims, kb_file_names, read_kb_entry
 from memory_agent.kb.kbs import KB_SOURCE, KbPlace
 from ragcore import DocInfo, Document, DocumentError
 
@@ -189,7 +189,7 @@ class Scanner:
         return load
 
     def _consider(
-        self, doc_id: str, path: Path, st: os.stat_result, loader, known: Known, out: Changes
+        self, doc_id: str, path: Path | str, st: os.stat_result, loader, known: Known, out: Changes
     ) -> None:
         """Queue `path` if the index does not hold it as it is on disk now."""
         stamp = stamp_of(st) + getattr(loader, "salt", "")
@@ -197,7 +197,7 @@ class Scanner:
         if info is not None and info.stamp == stamp and info.path == str(path):
             self._broken.discard(doc_id)
             return
-        doc = self._load(path, stamp, loader)
+        doc = self._load(Path(path), stamp, loader)
         if doc is None:
             if info is not None:
                 self._broken.add(doc_id)  # keep its last good version
@@ -249,7 +249,7 @@ class Scanner:
         if watch is not None:
             watch.unwatch_all()
             watch.watch(self.kb_dir)
-        seen: dict[str, Path] = {}
+        seen: dict[str, Path | str] = {}  # id -> its file
         seen_paths: set[str] = set()
         self._kb_problems = {}
         self._full_kb(self.kb_dir, str, self._kb_doc, watch, seen, seen_paths, known, out)
@@ -304,7 +304,7 @@ class Scanner:
         """A full scan of one KB's files, the same rules for every KB: ids as `qualify` names
         them (the personal KB's bare, another's `<name>:<id>`); the first of two files with one
         id (in ENTRY_TYPES order: `kb_claims`) owns it, the other is a problem."""
-        files, links = kb_files(kb_dir)
+        names, links = kb_file_names(kb_dir)
         self._kb_problems.update(links)
         if watch is not None and kb_dir.is_dir():
             watch.watch(kb_dir)
@@ -312,19 +312,21 @@ class Scanner:
                 folder = kb_dir / entry_type
                 if folder.is_dir() and not folder.is_symlink():
                     watch.watch(folder)
-        for path in files:
+        for folder, name in names:  # strings: at 1M files a Path each was most of the scan
             out.looked_at += 1
-            doc_id = qualify(path.stem)
-            seen_paths.add(str(path))
+            full = f"{folder}{os.sep}{name}"
+            doc_id = qualify(name[:-3])
+            seen_paths.add(full)
             if doc_id in seen:
-                self._kb_problems[str(path)] = duplicate_problem(path, seen[doc_id], kb_dir)
+                owner = Path(seen[doc_id])
+                self._kb_problems[full] = duplicate_problem(Path(full), owner, kb_dir)
                 continue
-            seen[doc_id] = path
+            seen[doc_id] = full
             try:
-                st = path.stat()
+                st = os.stat(full)
             except OSError:
                 continue
-            self._consider(doc_id, path, st, loader, known, out)
+            self._consider(doc_id, full, st, loader, known, out)
 
     def _path_changed(self, path: Path, corpora: list[Corpus], known: Known, out: Changes):
         """One path the watcher reported: re-read it, or drop its document if it is gone."""

@@ -21,6 +21,7 @@ __all__ = [
     "duplicate_problem",
     "entry_file",
     "kb_claims",
+    "kb_file_names",
     "kb_files",
     "name_taken",
     "read_kb_entry",
@@ -37,7 +38,14 @@ def _link_problem(path: Path, kb_dir: Path) -> str:
 def kb_files(kb_dir: Path) -> tuple[list[Path], list[tuple[str, str]]]:
     """Every entry file (`<type>/<name>.md`, a regular file in a real folder), sorted, and
     (path, problem) for each symbolic link found on the way."""
-    files: list[Path] = []
+    names, problems = kb_file_names(kb_dir)
+    return [Path(folder, name) for folder, name in names], problems
+
+
+def kb_file_names(kb_dir: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """`kb_files` as (folder, file name) strings: a full scan of a million entries makes no
+    `Path` per file (its parsing was most of the scan's time)."""
+    names: list[tuple[str, str]] = []
     problems: list[tuple[str, str]] = []
     for entry_type in ENTRY_TYPES:
         folder = kb_dir / entry_type
@@ -53,12 +61,13 @@ def kb_files(kb_dir: Path) -> tuple[list[Path], list[tuple[str, str]]]:
                 ]
         except (NotADirectoryError, FileNotFoundError):
             continue
+        where = str(folder)
         for name, link, regular in sorted(found):  # names as strings: 100k Paths sort slowly
             if link:
                 problems.append((str(folder / name), _link_problem(folder / name, kb_dir)))
             elif regular:
-                files.append(folder / name)
-    return files, problems
+                names.append((where, name))
+    return names, problems
 
 
 def read_kb_entry(path: Path):

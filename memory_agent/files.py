@@ -51,6 +51,7 @@ __all__ = [
     "lock_backend",
     "read_toml",
     "replacing",
+    "set_toml_line",
     "temp_name",
 ]
 
@@ -431,3 +432,27 @@ def read_toml(text: str) -> dict[str, Any]:
         else:
             values[m.group(1)] = int(raw)
     return values
+
+
+def set_toml_line(path: Path, key: str, value: str) -> bool:
+    """`key = value` (value as TOML text) in the flat TOML file `path`, in place of the key's
+    line or appended, every other line kept; a new file is the owner's only. True if it
+    changed."""
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    new = f"{key} = {value}"
+    out, found = [], False
+    for line in lines:
+        if line.split("=", 1)[0].strip() == key:
+            if not found:
+                out.append(new)
+            found = True
+        else:
+            out.append(line)
+    if not found:
+        out.append(new)
+    if out == lines:
+        return False
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # owner-only, as the home
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("\n".join(out) + "\n")
+    return True

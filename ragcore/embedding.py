@@ -15,6 +15,7 @@ never at import time of this module.
 from __future__ import annotations
 
 import hashlib
+import logging
 import sqlite3
 import threading
 import time
@@ -26,6 +27,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ragcore.errors import EmbedderError
+
+log = logging.getLogger("ragcore.embedding")
 
 __all__ = [
     "CachedEmbedder",
@@ -110,8 +113,10 @@ class MiniLMEmbedder:
         onnx_dir: str | Path | None = None,
         work_dir: str | Path | None = None,
         progress=None,
+        query_precision: str = "float",
     ):
         from ragcore.minilm_weights import MiniLMWeights, default_work_dir
+        from ragcore.onnx_minilm import QUERY_PRECISIONS
 
         self.model_path = Path(model_path) if model_path is not None else None
         if self.model_path is not None and not (self.model_path / "config.json").is_file():
@@ -132,6 +137,11 @@ class MiniLMEmbedder:
         if runtime == "onnx" and onnx_dir is None:
             base = Path(work_dir) if work_dir is not None else default_work_dir()
             onnx_dir = base / "onnx"
+        if query_precision not in QUERY_PRECISIONS:
+            raise EmbedderError(f"unknown query precision {query_precision!r}", "use int8 or float")
+        # int8 runs on the onnx runtime only; the torch runtime's queries stay float
+        self.query_precision = query_precision if runtime == "onnx" else "float"
+        self.query_fallback = ""  # why an asked-for int8 graph could not be built (then float)
         self.runtime = runtime
         self.onnx_dir = Path(onnx_dir) if onnx_dir is not None else None
         self._model = None
@@ -147,11 +157,19 @@ class MiniLMEmbedder:
     def _load_onnx(self):
         with self._lock:
             if self._onnx is None:
-                from ragcore.onnx_minilm import OnnxMiniLM, ensure_export
+                from ragcore.onnx_minilm import OnnxMiniLM, ensure_export, ensure_query_export
 
                 assert self.onnx_dir is not None
                 folder = self._weights_dir()
-                self._onnx = OnnxMiniLM(folder, ensure_export(folder, self.onnx_dir))
+                graph = ensure_export(folder, self.onnx_dir)
+                query = None
+                if self.query_precision == "int8":
+                    try:
+                        query = ensure_query_export(graph)
+                    except EmbedderError as exc:  # queries on the float graph; entries unaffected
+                        self.query_precision, self.query_fallback = "float", str(exc)
+                        log.warning("%s; queries run on the float graph (%s)", exc, exc.fix)
+                self._onnx = OnnxMiniLM(folder, graph, query)
         return self._onnx
 
     def _load(self):
@@ -355,7 +373,8 @@ class CachedEmbedder:
         return [found[h] for h in hashes]
 
     def embed_query(self, text: str) -> Embedding:
-        h = "q:" + text_hash(text)
+        # a query's vector depends on the graph it ran on (`query_precision`), not only the model
+        h = f"q{getattr(self.inner, 'query_precision', '')}:" + text_hash(text)
         if self.cache and self.cache_queries:
             hit = self.cache.get_many(self.model_id, [h]).get(h)
             if hit is not None:
@@ -384,11 +403,17 @@ EMBEDDERS = tuple(BUILTIN_EMBEDDERS)
 
 
 def make_minilm(
-    model_path: str | None = None, runtime: str = "auto", work_dir: str | Path | None = None
+    model_path: str | None = None,
+    runtime: str = "auto",
+    work_dir: str | Path | None = None,
+    query_precision: str = "float",
 ) -> MiniLMEmbedder:
-    """MiniLM; its ONNX graph is kept under `work_dir/onnx` and weights it has to fetch under
-    `work_dir/models` (default: the user's cache folder, `$XDG_CACHE_HOME/ragcore`)."""
-    return MiniLMEmbedder(model_path, runtime=runtime, work_dir=work_dir)
+    """MiniLM; its ONNX graphs are kept under `work_dir/onnx` and weights it has to fetch under
+    `work_dir/models` (default: the user's cache folder, `$XDG_CACHE_HOME/ragcore`).
+    `query_precision`: "int8" runs a query on the int8 graph (onnx runtime)."""
+    return MiniLMEmbedder(
+        model_path, runtime=runtime, work_dir=work_dir, query_precision=query_precision
+    )
 
 
 def registered_embedders() -> dict[str, str]:
@@ -411,8 +436,8 @@ def make_embedder(
 ) -> Embedder:
     """The embedder registered as `name`; `model_path` overrides the weights; `runtime` and
     `work_dir` (where derived model files such as the ONNX graph are kept) go to its factory,
-    and so do `options`, as keywords, when given (`openai`: url, model, api_key, batch_size,
-    timeout)."""
+    and so do `options`, as keywords, when given (`minilm`: query_precision; `openai`: url,
+    model, api_key, batch_size, timeout)."""
     import importlib
 
     known = BUILTIN_EMBEDDERS if name in BUILTIN_EMBEDDERS else registered_embedders()

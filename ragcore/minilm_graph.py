@@ -12,6 +12,8 @@ read by hand (an 8-byte header length, a JSON header, raw little-endian arrays).
 
 `python -m ragcore.minilm_graph MODEL_DIR TARGET` writes TARGET atomically; ragcore.onnx_minilm
 runs it once in a subprocess, so the serving process never holds `onnx` or the build's copies.
+`python -m ragcore.minilm_graph --int8 GRAPH TARGET` writes the query's graph: GRAPH with each
+MatMul weight in int8, one scale per output channel (`quantize`; experiments/int8-query).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 
 from ragcore.atomic import atomic_write
 
-__all__ = ["build", "read_safetensors"]
+__all__ = ["build", "quantize", "read_safetensors"]
 
 DTYPES = {"F32": np.float32, "I64": np.int64, "F16": np.float16}
 
@@ -160,5 +162,29 @@ def build(model_dir: Path, target: Path) -> None:
     atomic_write(target, model.SerializeToString())
 
 
-if __name__ == "__main__":  # python -m ragcore.minilm_graph MODEL_DIR TARGET
-    build(Path(sys.argv[1]), Path(sys.argv[2]))
+def quantize(graph: Path, target: Path) -> None:
+    """`graph` with its MatMul weights in int8, one scale per output channel, and activations
+    quantised per run (ONNX Runtime's dynamic quantisation): a query's vector keeps cosine
+    >= 0.979 to the float one on the benchmarks' queries, its run 41-61 % less CPU in one
+    process (experiments/int8-query). Written atomically; the embeddings and the LayerNorms stay float."""
+    import tempfile
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        out = Path(tmp) / target.name
+        quantize_dynamic(
+            str(graph),
+            str(out),
+            per_channel=True,
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=["MatMul"],
+        )
+        atomic_write(target, out.read_bytes())
+
+
+if __name__ == "__main__":  # python -m ragcore.minilm_graph [--int8] SOURCE TARGET
+    if sys.argv[1] == "--int8":
+        quantize(Path(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        build(Path(sys.argv[1]), Path(sys.argv[2]))

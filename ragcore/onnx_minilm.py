@@ -11,7 +11,9 @@ what sentence-transformers feeds the model. Pooling: the mean over real tokens, 
 length, as the model's `1_Pooling` and `Normalize` modules do.
 
 Queries run on a one-thread session (on 2 cores a second thread slows queries under load);
-document batches on a session with the machine's threads.
+document batches on a session with the machine's threads. With a query graph (`query_file`,
+the int8 one `ensure_query_export` builds), queries run on it and documents stay on the float
+graph: the index and the embedding cache only ever hold float vectors.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ import numpy as np
 
 from ragcore.errors import EmbedderError
 
-__all__ = ["OnnxMiniLM", "export_path", "onnx_available"]
+__all__ = ["QUERY_PRECISIONS", "OnnxMiniLM", "export_path", "onnx_available"]
 
 MAX_LENGTH = 256
+QUERY_PRECISIONS = ("int8", "float")  # a query's model run; documents are always float
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
@@ -54,22 +57,47 @@ def export_path(model_dir: Path, folder: Path) -> Path:
 def ensure_export(model_dir: Path, folder: Path) -> Path:
     """The ONNX file of these weights, exported now (in a subprocess) if it is not there."""
     target = export_path(model_dir, folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return _built(
+        target,
+        [str(model_dir), str(target)],
+        "MiniLM's ONNX graph",
+        "pip install onnx onnxruntime tokenizers (or use the torch runtime, which needs "
+        "the bge-m3 extra's torch and sentence-transformers)",
+    )
+
+
+def ensure_query_export(graph: Path) -> Path:
+    """The int8 query graph of the float `graph` (`ragcore.minilm_graph.quantize`), built now
+    in a subprocess if it is not there."""
+    target = graph.with_name(graph.stem + "-int8-query.onnx")
+    return _built(
+        target,
+        ["--int8", str(graph), str(target)],
+        "MiniLM's int8 query graph",
+        "make the folder writable with ~60 MB free, or reinstall onnxruntime and onnx; or "
+        'set query_precision = "float" (config.toml, or MEMORY_AGENT_QUERY_PRECISION=float)',
+    )
+
+
+def _built(target: Path, args: list[str], what: str, fix: str) -> Path:
+    """`target`, written now by `python -m ragcore.minilm_graph ARGS` if it is not there."""
     if target.is_file():
         return target
-    folder.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(
-        [sys.executable, "-m", "ragcore.minilm_graph", str(model_dir), str(target)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ragcore.minilm_graph", *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise EmbedderError(
+            f"could not build {what} in 10 minutes (into {target.parent})", fix
+        ) from exc
     if proc.returncode != 0 or not target.is_file():
         reason = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
-        raise EmbedderError(
-            f"could not build MiniLM's ONNX graph ({reason})",
-            "pip install onnx onnxruntime tokenizers (or use the torch runtime, which needs "
-            "the bge-m3 extra's torch and sentence-transformers)",
-        )
+        raise EmbedderError(f"could not build {what} ({reason})", fix)
     return target
 
 
@@ -91,7 +119,9 @@ class _Pending:
 
 
 class OnnxMiniLM:
-    def __init__(self, model_dir: Path, onnx_file: Path):
+    def __init__(self, model_dir: Path, onnx_file: Path, query_file: Path | None = None):
+        """`onnx_file`: the float graph (documents); `query_file`: the graph queries run on
+        (None: the float one)."""
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -99,7 +129,10 @@ class OnnxMiniLM:
         self.tokenizer.enable_truncation(MAX_LENGTH)
         self.tokenizer.no_padding()
         sessions = []
-        for threads in (1, max(1, os.cpu_count() or 1)):
+        plan = [(onnx_file, 1), (onnx_file, max(1, os.cpu_count() or 1))]
+        if query_file is not None:
+            plan.append((query_file, 1))
+        for graph, threads in plan:
             options = ort.SessionOptions()
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
@@ -109,9 +142,15 @@ class OnnxMiniLM:
             # experiments/concurrency round 4).
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             sessions.append(
-                ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
+                ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
             )
-        self._query, self._batch = sessions
+        self._single, self._batch = sessions[:2]  # float: what a document is embedded with
+        self._query = sessions[-1] if query_file is not None else self._single
+        # The int8 graph quantises its activations with one scale per run: a query run beside
+        # others would get a vector that depends on them. So each of its queries runs alone,
+        # on its caller's thread (runs release the GIL: two cores run two queries); the float
+        # graph runs the queries that wait together.
+        self._combine = query_file is None
         # A batch of 32 texts of up to 256 tokens grows ONNX Runtime's arena by ~500 MB, which
         # it would keep for the daemon's life: shrink it after each batch run (as fast as the
         # arena; turning the arena off is ~1.6x slower), then give the pages back (`_trim`).
@@ -137,12 +176,15 @@ class OnnxMiniLM:
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
 
     def query(self, text: str) -> np.ndarray:
-        """One query's vector. Concurrent callers are combined: with no run in progress a
+        """One query's vector. On the int8 graph, a run of its own. On the float graph,
+        concurrent callers are combined: with no run in progress a
         caller runs the model at once on its own text; callers that arrive during a run wait
         and the first of them then runs the model once for all that are waiting (no waiting
         window: alone, a query never waits). A batch of ten short queries costs about half of
         ten single runs, and each vector equals its single run's (the attention mask keeps the
         padding out; tests/ragcore/test_embedding.py checks it)."""
+        if not self._combine:
+            return self._encode([text], self._query)[0]
         item = _Pending(text)
         with self._pending_lock:
             self._pending.append(item)
@@ -186,7 +228,7 @@ class OnnxMiniLM:
         if len(texts) <= 2 and sum(map(len, texts)) <= 400:
             # a short new entry: the one-thread session waits for no busy core (a 100-word
             # entry embeds in ~23 ms on two threads against ~41 ms on one, so those go on)
-            return self._encode(list(texts), self._query)
+            return self._encode(list(texts), self._single)
         # Batches of similar length pad less: sort by length, embed, put back in order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.zeros((len(texts), 384), dtype=np.float32)

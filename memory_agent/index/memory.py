@@ -141,6 +141,17 @@ class Memory:
             )
         return self._index
 
+    def query_graph(self) -> str | None:
+        """The graph a query's model run uses once the model is loaded (MiniLM's `int8` or
+        `float`, with the reason when int8 was asked for and could not be built); None before
+        that, or for a model without the choice. Makes nothing (`/health`)."""
+        inner = getattr(self._embedder, "inner", None)
+        precision = getattr(inner, "query_precision", None)
+        if precision is None or not getattr(inner, "loaded", False):
+            return None
+        fallback = getattr(inner, "query_fallback", "")
+        return f"{precision} (int8 asked for: {fallback})" if fallback else precision
+
     def dense_state(self) -> str:
         """How dense search runs (`Index.dense_state`); "closed" while no index is made: this
         makes none, so it answers even when the embedder cannot be made (`/health`)."""
@@ -252,7 +263,8 @@ class Memory:
                 return {"added": [], "updated": [], "removed": []}
             changes = self.scanner.paths_changed(moved, index.doc)  # exactly git's files
         else:
-            changes = self.scanner.changes(index.doc, index.docs, also=moved or ())
+            # one snapshot's lookups for the whole scan (the write lock is held: nothing moves)
+            changes = self.scanner.changes(index.snapshot().doc, index.docs, also=moved or ())
             if changes.full:  # a KB added or removed is seen by a full scan
                 index.writable_sources = set(self.writable_sources())
         report = self._apply(changes)

@@ -74,16 +74,12 @@ def _disk(home: Path) -> dict[str, Any]:
 
 
 def _model(cfg: Any) -> dict[str, Any]:
+    from memory_agent import config as config_mod
     from ragcore import make_embedder
 
     name = str(cfg.embedder)
     try:
-        make_embedder(
-            name,
-            model_path=str(cfg.model_path) or None,
-            runtime=str(cfg.runtime),
-            work_dir=cfg.cache_dir,
-        )
+        make_embedder(name, **config_mod.embedder_args(cfg))  # as the daemon makes it
     except Exception as exc:  # noqa: BLE001 - every failure to find the model, with its fix
         info = describe(exc)
         return _line("model", False, f"{name}: {info.message}", info.fix)

@@ -36,4 +36,5 @@ def health(service: Any) -> dict[str, Any]:
         "generation": memory.current_generation(),
         "rebuilding": service.rebuilding(),
         "dense": memory.dense_state(),
+        "query_graph": memory.query_graph(),  # `query_precision` as it runs (ADR 0027)
     }

@@ -24,7 +24,8 @@ from tests.memory_agent.two_homes import Home
 
 @pytest.fixture(scope="session")
 def minilm_model(tmp_path_factory) -> MiniLMEmbedder:
-    model = MiniLMEmbedder(onnx_dir=tmp_path_factory.mktemp("onnx"))
+    # queries on the int8 graph, as the product's default `query_precision` runs them (ADR 0027)
+    model = MiniLMEmbedder(onnx_dir=tmp_path_factory.mktemp("onnx"), query_precision="int8")
     model.load()
     return model
 

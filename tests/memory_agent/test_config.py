@@ -75,3 +75,29 @@ def test_the_fault_setting_is_read_from_config_toml_like_any_other(tmp_path, sha
         assert _commits(home) == before + 1  # killed right after its commit, as the hook says
     finally:
         _stop(home)
+
+
+def test_minilm_queries_run_on_the_int8_graph_unless_set_to_float(tmp_path, monkeypatch):
+    """The setting reaches the embedder the daemon and `eval` make (`embedder_args`)."""
+    from ragcore import make_embedder
+
+    monkeypatch.delenv("MEMORY_AGENT_QUERY_PRECISION", raising=False)
+    cfg = config.load({"home": str(tmp_path), "embedder": "minilm", "runtime": "onnx"})
+    assert make_embedder(cfg.embedder, **config.embedder_args(cfg)).query_precision == "int8"
+    monkeypatch.setenv("MEMORY_AGENT_QUERY_PRECISION", "float")
+    cfg = config.load({"home": str(tmp_path), "embedder": "minilm", "runtime": "onnx"})
+    assert make_embedder(cfg.embedder, **config.embedder_args(cfg)).query_precision == "float"
+
+
+def test_a_query_precision_is_checked_when_the_settings_are_read(tmp_path, monkeypatch):
+    """A typo is one clear error naming the setting and both places to set it - not a model
+    that fails to load later, taking writes and lexical searches with it."""
+    from memory_agent.errors import ConfigError
+
+    monkeypatch.setenv("MEMORY_AGENT_QUERY_PRECISION", "fp32")
+    with pytest.raises(ConfigError) as err:
+        config.load({"home": str(tmp_path)})
+    assert "MEMORY_AGENT_QUERY_PRECISION" in err.value.fix and "config.toml" in err.value.fix
+    for given, read in (("INT8", "int8"), (" Float ", "float"), ("", "int8")):
+        monkeypatch.setenv("MEMORY_AGENT_QUERY_PRECISION", given)
+        assert config.load({"home": str(tmp_path)}).query_precision == read

@@ -51,7 +51,8 @@ def test_the_url_and_model_come_from_config_toml_and_the_environment_overrides(h
 
 def test_the_other_embedders_get_no_endpoint_options(home):
     cfg = config.load({"home": str(home), "embedder": "minilm"})
-    assert "options" not in config.embedder_args(cfg) and config.endpoint_of(cfg) is None
+    assert config.embedder_args(cfg)["options"] == {"query_precision": "int8"}  # MiniLM's own
+    assert config.endpoint_of(cfg) is None
 
 
 def test_the_api_key_is_no_setting_and_config_toml_holding_one_is_refused(home):

@@ -212,13 +212,47 @@ def test_concurrent_queries_share_one_model_run_and_get_their_own_vectors(minilm
     assert not onnx._pending and not onnx._leading
 
 
-def test_the_model_sessions_never_spin_waiting_for_work(minilm):
+def test_concurrent_int8_queries_run_alone_and_get_their_own_vectors(minilm_int8):
+    """The int8 graph's activation scale spans a run's input: a query combined with others
+    would get another vector. Each runs alone, on its caller's thread, whoever else searches."""
+    onnx = minilm_int8._load_onnx()
+    texts = [f"query number {i} about {w}" for i, w in enumerate("git tests staging cache".split())]
+    alone = {t: onnx.query(t) for t in texts}
+    runs: list[int] = []
+    encode = onnx._encode
+
+    def counted(batch, session, run_options=None):
+        runs.append(len(batch))
+        return encode(batch, session, run_options)
+
+    onnx._encode = counted
+    got: dict[tuple[int, str], np.ndarray] = {}
+    try:
+        threads = [
+            threading.Thread(target=lambda c=c, t=t: got.__setitem__((c, t), onnx.query(t)))
+            for c in range(5)
+            for t in texts
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    finally:
+        del onnx._encode
+    assert len(got) == 20 and set(runs) == {1}
+    for (_, text), vector in got.items():
+        assert np.array_equal(vector, alone[text]), text
+
+
+def test_the_model_sessions_never_spin_waiting_for_work(minilm, minilm_int8):
     """The daemon shares two cores between a search's query run and a write's embedding: no
     session's idle thread may spin on a core waiting for its next run."""
-    onnx = minilm._load_onnx()
-    for session in (onnx._query, onnx._batch):
-        options = session.get_session_options()
-        assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    float_only, with_int8 = minilm._load_onnx(), minilm_int8._load_onnx()
+    assert with_int8._query is not with_int8._single  # the int8 graph's own session
+    for onnx in (float_only, with_int8):
+        for session in (onnx._single, onnx._query, onnx._batch):
+            options = session.get_session_options()
+            assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
 
 
 def test_a_failed_combined_run_fails_each_of_its_queries_and_the_next_query_runs(minilm):
@@ -234,3 +268,70 @@ def test_a_failed_combined_run_fails_each_of_its_queries_and_the_next_query_runs
     finally:
         del onnx._encode
     assert onnx.query("anything").shape == (384,)  # nobody is left holding the lead
+
+
+@pytest.fixture(scope="module")
+def minilm_int8(minilm, tmp_path_factory) -> MiniLMEmbedder:
+    """MiniLM whose queries run on the int8 graph, its float graph the `minilm` fixture's."""
+    model = MiniLMEmbedder(onnx_dir=minilm.onnx_dir, query_precision="int8")
+    model.load()
+    return model
+
+
+def test_int8_queries_stay_close_to_the_float_ones_and_documents_stay_float(minilm, minilm_int8):
+    """The int8 graph serves queries only: a query's vector moves a little (cosine >= 0.98 on
+    these; >= 0.979 over 2,692 benchmark queries, experiments/int8-query), an entry's not at
+    all - documents, short ones included, are what the index and the cache hold."""
+    assert sorted(p.name.endswith("-int8-query.onnx") for p in minilm.onnx_dir.glob("*.onnx")) == [
+        False,
+        True,
+    ]  # built once beside the float graph
+    for q in ("how do we lock dependencies", "which database does staging use", "x"):
+        a, b = minilm.embed_query(q).dense, minilm_int8.embed_query(q).dense
+        assert np.linalg.norm(b) == pytest.approx(1.0, abs=1e-5)
+        assert 0.98 <= float(a @ b) < 0.99999  # close, and really another graph's
+    texts = ["A short entry.", "Another one, two texts in all.", "A longer passage " * 40]
+    for short in (texts[:2], texts):  # the one-thread session, then the batches
+        for a, b in zip(
+            minilm.embed_documents(short), minilm_int8.embed_documents(short), strict=True
+        ):
+            assert np.array_equal(a.dense, b.dense)
+
+
+def test_a_query_precision_is_int8_or_float_and_torch_queries_stay_float(tmp_path):
+    with pytest.raises(EmbedderError) as err:
+        MiniLMEmbedder(onnx_dir=tmp_path, query_precision="int4")
+    assert "int8 or float" in err.value.fix
+    assert MiniLMEmbedder(runtime="torch", query_precision="int8").query_precision == "float"
+
+
+def test_cached_queries_are_kept_apart_by_the_graph_they_ran_on(minilm, minilm_int8, tmp_path):
+    cache = EmbeddingCache(tmp_path / "cache")
+    float_q = CachedEmbedder(minilm, cache, cache_queries=True).embed_query("staging database")
+    int8_q = CachedEmbedder(minilm_int8, cache, cache_queries=True).embed_query("staging database")
+    assert not np.array_equal(float_q.dense, int8_q.dense)  # not the float run served again
+    cache.close()
+
+
+def test_an_int8_graph_that_cannot_be_built_names_the_float_setting(tmp_path):
+    from ragcore.onnx_minilm import ensure_query_export
+
+    (tmp_path / "broken.onnx").write_bytes(b"not a graph")
+    with pytest.raises(EmbedderError) as err:
+        ensure_query_export(tmp_path / "broken.onnx")
+    assert "int8 query graph" in str(err.value) and 'query_precision = "float"' in err.value.fix
+    assert [p.name for p in tmp_path.iterdir()] == ["broken.onnx"]  # nothing left behind
+
+
+def test_an_int8_graph_that_cannot_be_built_leaves_queries_on_the_float_graph(minilm, tmp_path):
+    """Entries and searches go on (the float graph), and the embedder says why."""
+    import shutil
+
+    graph = next(p for p in minilm.onnx_dir.glob("*.onnx") if "int8" not in p.name)
+    shutil.copy(graph, tmp_path / graph.name)
+    (tmp_path / (graph.stem + "-int8-query.onnx")).mkdir()  # in the way: no file can go there
+    model = MiniLMEmbedder(onnx_dir=tmp_path, query_precision="int8")
+    q = model.embed_query("which database does staging use").dense
+    assert np.array_equal(q, minilm.embed_query("which database does staging use").dense)
+    assert model.query_precision == "float" and "int8 query graph" in model.query_fallback
+    assert model.embed_documents(["an entry"])[0].dense.shape == (384,)

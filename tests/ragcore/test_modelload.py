@@ -5,6 +5,7 @@ import json
 import random
 import shutil
 import sqlite3
+import struct
 import zlib
 
 import numpy as np
@@ -320,3 +321,58 @@ def test_an_array_file_gives_back_its_arrays_read_only_and_refuses_damage(tmp_pa
     path.write_bytes(bytes(damaged))
     with pytest.raises(ArrayFileError, match="header"):
         ArrayFile(path)
+
+
+def _as_checked(path):
+    """Write the stamp an earlier full check would have left for `path` as it stands now."""
+    st = path.stat()
+    header_crc = struct.unpack("<8sII", path.read_bytes()[:16])[2]
+    identity = {
+        "size": st.st_size,
+        "inode": st.st_ino,
+        "mtime_ns": st.st_mtime_ns,
+        "ctime_ns": st.st_ctime_ns,
+        "header_crc": header_crc,
+    }
+    path.with_name(path.name + ".checked").write_text(json.dumps(identity))
+
+
+def test_an_array_file_checked_whole_once_is_not_hashed_again_until_it_changes(tmp_path):
+    path = tmp_path / "a.arrays"
+    matrix = np.random.default_rng(1).random((50, 8)).astype(np.float32)
+    docs = np.arange(9, dtype=np.uint8)
+    write(path, {"matrix": matrix, "docs": docs}, {})
+    stamp = path.with_name(path.name + ".checked")
+    assert not stamp.exists()
+    ArrayFile(path).arrays(read={"docs"})
+    written = json.loads(stamp.read_text())  # every CRC held: recorded
+    _as_checked(path)
+    assert json.loads(stamp.read_text()) == written  # it names the file as it stands
+    whole = bytearray(path.read_bytes())
+    whole[bytes(whole).index(matrix.tobytes()) + 5] ^= 1
+    with open(path, "r+b") as fh:  # written in place, after the check: new times
+        fh.write(whole)
+    with pytest.raises(ArrayFileError, match="matrix fails its CRC"):
+        ArrayFile(path).arrays(read={"docs"})
+    # Damage under a stamp that still names the file (a disk's bit rot): the mapped matrix is
+    # not hashed again - the cost the stamp saves, and its documented limit.
+    _as_checked(path)
+    got = ArrayFile(path).arrays(read={"docs"})
+    assert not np.array_equal(got["matrix"], matrix)
+    # An array read into memory is checked at every read, stamp or not.
+    whole[bytes(whole).index(docs.tobytes())] ^= 1
+    path.write_bytes(bytes(whole))
+    _as_checked(path)
+    with pytest.raises(ArrayFileError, match="docs fails its CRC"):
+        ArrayFile(path).arrays(read={"docs"})
+
+
+def test_a_replaced_array_file_is_checked_again(tmp_path):
+    path = tmp_path / "a.arrays"
+    write(path, {"x": np.arange(100, dtype=np.int64)}, {"n": 1})
+    ArrayFile(path).arrays()
+    first = json.loads(path.with_name(path.name + ".checked").read_text())
+    write(path, {"x": np.arange(100, dtype=np.int64) * 2}, {"n": 2})  # renamed in: a new inode
+    assert np.array_equal(ArrayFile(path).arrays()["x"], np.arange(100) * 2)
+    second = json.loads(path.with_name(path.name + ".checked").read_text())
+    assert second != first and second["inode"] == path.stat().st_ino

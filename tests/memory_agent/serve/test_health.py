@@ -21,6 +21,7 @@ def service(memory):
 def test_health_says_the_dense_search_of_a_small_index_is_the_exact_scan(service):
     service.model.wait()  # loaded and repaired
     assert service.health()["model_loaded"] is True
+    assert service.health()["query_graph"] == "int8"  # MiniLM's queries, the default (ADR 0027)
     service.search(query="how do I run the tests")  # the search opens it
     health = service.health()
     assert health["status"] == "ok" and health["dense"] == "exact"  # far below 50k chunks
@@ -34,6 +35,7 @@ def test_health_answers_when_the_embedder_cannot_be_made_and_makes_no_index(tmp_
         health = service.health()
         assert health["status"] == "ok" and health["embedder"] == "no-such-model"
         assert health["dense"] == "closed" and health["generation"] is None
+        assert health["query_graph"] is None  # no model made
         with pytest.raises(EmbedderError, match="unknown embedder"):
             _ = memory.index  # what health would have met had it made the index
         assert service.health()["dense"] == "closed"

@@ -14,10 +14,15 @@ import threading
 
 import numpy as np
 
+from ragcore.cow import CowDict, CowList
 from ragcore.postings import Base, Postings, top
 from ragcore.tokenizer import term_id
 
 __all__ = ["BM25Index", "SparseIndex"]
+
+# A term with at least this many postings is where the top-k pruning is checked (below it a
+# term costs less than the check). experiments/million, "The lexical channel at 1M".
+PRUNE_TERMS_OVER = 20_000
 
 
 class BM25Index:
@@ -35,14 +40,16 @@ class BM25Index:
     def __init__(self, k1: float = 0.9, b: float = 0.4):
         self.k1 = k1
         self.b = b
-        self._slot: dict[str, int] = {}
-        self._keys: list[str | None] = []
+        self._slot: CowDict[str, int] = CowDict()  # copied per clone: its changes only
+        self._keys: CowList[str | None] = CowList()
         self._length = np.zeros(0, dtype=np.float32)
         self._alive = np.zeros(0, dtype=bool)
         self._postings = Postings()
         self._total_length = 0.0
         self._lock = threading.Lock()
         self._norms: np.ndarray | None = None  # each slot's length norm, until a change
+        self.prune = True  # the top-k pruning of `_scores` (False: every posting is scored)
+        self.pruned_terms = 0  # terms the last search scored on touched slots only
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -51,8 +58,8 @@ class BM25Index:
         """A copy to change while this one keeps serving (see `Postings.clone`)."""
         with self._lock:
             new = BM25Index(self.k1, self.b)
-            new._slot = dict(self._slot)
-            new._keys = list(self._keys)
+            new._slot = self._slot.copy()
+            new._keys = self._keys.copy()
             new._length = self._length.copy()
             new._alive = self._alive.copy()
             new._postings = self._postings.clone()
@@ -107,8 +114,8 @@ class BM25Index:
         the postings (its arrays are kept, never written)."""
         with self._lock:
             size = len(keys)
-            self._keys = list(keys)
-            self._slot = {key: slot for slot, key in enumerate(self._keys)}
+            self._keys = CowList(list(keys))
+            self._slot = CowDict({key: slot for slot, key in enumerate(self._keys)})
             self._length = np.array(lengths, dtype=np.float32)  # a copy: removes write it
             self._alive = np.ones(size, dtype=bool)
             self._total_length = float(self._length.sum())
@@ -142,15 +149,17 @@ class BM25Index:
             lengths = self._length[: old_alive.size][old_alive]
             new_slots = mapping[np.flatnonzero(old_alive)]
             self._postings.compact(old_alive, mapping)
-            self._slot, self._keys = {}, [None] * size
+            slot_of: dict[str, int] = {}
+            key_of: list[str | None] = [None] * size
             self._length = np.zeros(max(size, 64), dtype=np.float32)
             self._alive = np.zeros(max(size, 64), dtype=bool)
             self._length[new_slots] = lengths
             self._alive[new_slots] = True
             self._norms = None
             for key, slot in keys:
-                self._slot[key] = int(slot)
-                self._keys[int(slot)] = key
+                slot_of[key] = int(slot)
+                key_of[int(slot)] = key
+            self._slot, self._keys = CowDict(slot_of), CowList(key_of)
 
     def idf(self, term: int) -> float:
         n = len(self._slot)
@@ -162,7 +171,16 @@ class BM25Index:
         """IDF of a token as the tokenizer spells it (0-ish for a term in every document)."""
         return self.idf(term_id(token))
 
-    def _scores(self, query_tf: dict[int, float]) -> tuple[np.ndarray, np.ndarray] | None:
+    def _scores(
+        self, query_tf: dict[int, float], limit: int = 0, mask: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Each slot's BM25 score, and which slots any query term touched. With `limit`,
+        exact pruning for the top `limit` (of the slots `mask` allows): the terms go rarest
+        first, and once the `limit`-th best score so far is above what every term left could
+        still add (each term adds less than qtf * idf * (k1 + 1)), a slot no term has touched
+        yet cannot reach the top: the common terms left are scored on the touched slots only
+        (a term in half the documents then costs a gather, not a scatter of every posting).
+        The top `limit` and their scores are those of the full sum."""
         n = len(self._slot)
         if n == 0 or not query_tf:
             return None
@@ -173,8 +191,7 @@ class BM25Index:
             norms = self.k1 * (1.0 - self.b + self.b * self._length / avgdl)
             self._norms = norms = norms.astype(np.float32)
         some_dead = n < size  # every slot below size is live when none was removed
-        scores = np.zeros(size, dtype=np.float32)
-        touched = np.zeros(size, dtype=bool)
+        terms = []
         for term, qtf in query_tf.items():
             postings = self._postings.get(term)
             if postings is None:
@@ -184,20 +201,56 @@ class BM25Index:
                 live = self._alive[slots]
                 if not live.all():
                     slots, tfs = slots[live], tfs[live]
-            df = slots.size
-            if df == 0:
-                continue
-            idf = float(np.log(1.0 + (n - df + 0.5) / (df + 0.5)))
+            if slots.size:
+                terms.append((slots, tfs, qtf))
+        if limit and any(slots.size >= PRUNE_TERMS_OVER for slots, _, _ in terms):
+            terms.sort(key=lambda t: t[0].size)  # rarest first: the most each can add, first
+        else:
+            limit = 0  # nothing to prune: the sum in the query's order, as it always was
+        bounds = [qtf * self._idf(slots.size, n) * (self.k1 + 1.0) for slots, _, qtf in terms]
+        left = float(sum(bounds))  # what the terms not yet scored could still add, at most
+        scores = np.zeros(size, dtype=np.float32)
+        touched = np.zeros(size, dtype=bool)
+        pruning = False
+        self.pruned_terms = 0
+        for (slots, tfs, qtf), bound in zip(terms, bounds, strict=True):
+            idf = self._idf(slots.size, n)  # of every live posting, pruned or not
+            if not pruning and limit and slots.size >= PRUNE_TERMS_OVER:
+                pruning = self._cannot_reach(scores, touched, limit, mask, left)
+            if pruning:
+                on = touched[slots]
+                slots, tfs = slots[on], tfs[on]
+                self.pruned_terms += 1
             scores[slots] += qtf * idf * tfs * (self.k1 + 1.0) / (tfs + norms[slots])
-            touched[slots] = True
+            if not pruning:
+                touched[slots] = True
+            left -= bound
         return scores, touched
+
+    @staticmethod
+    def _cannot_reach(
+        scores: np.ndarray, touched: np.ndarray, limit: int, mask, left: float
+    ) -> bool:
+        """Whether the `limit`-th best allowed score so far is above `left` (then a slot no
+        term touched yet cannot reach the top)."""
+        slots = np.flatnonzero(touched)
+        if mask is not None:
+            slots = slots[slots < mask.size]
+            slots = slots[mask[slots]]
+        if slots.size < limit:
+            return False
+        kth = float(np.partition(scores[slots], slots.size - limit)[slots.size - limit])
+        return kth > left * (1.0 + 1e-5) + 1e-6  # float32 sums: a margin for their rounding
+
+    def _idf(self, df: int, n: int) -> float:
+        return float(np.log(1.0 + (n - df + 0.5) / (df + 0.5)))
 
     def search_slots(
         self, query_tf: dict[int, float], limit: int, mask: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
         """Top (slot, score) pairs; `mask[slot]` False excludes a slot."""
         with self._lock:
-            found = self._scores(query_tf)
+            found = self._scores(query_tf, limit if self.prune else 0, mask)
             if found is None:
                 return []
             scores, touched = found

@@ -64,3 +64,44 @@ def test_bm25_respects_the_allowed_set():
     idx.add("x", term_frequencies(tok("apple pie")))
     idx.add("y", term_frequencies(tok("apple tart")))
     assert [k for k, _ in idx.search(term_frequencies(tok("apple")), 5, allowed={"y"})] == ["y"]
+
+
+def test_bm25_top_k_pruning_gives_the_full_sums_top_k(monkeypatch):
+    """The common terms of a query are scored on the slots rarer terms touched once no other
+    slot can reach the top k: the top k and their scores are the full sum's, with a filter
+    mask and with removed documents too, and the pruning does happen."""
+    import numpy as np
+
+    from ragcore import lexical
+
+    monkeypatch.setattr(lexical, "PRUNE_TERMS_OVER", 40)  # this corpus's common terms
+    rng = np.random.default_rng(3)
+    vocabulary = 400
+    weights = 1.0 / np.arange(1, vocabulary + 1)  # Zipf: a few terms in most documents
+    weights /= weights.sum()
+    index = BM25Index()
+    for d in range(2_000):
+        terms = rng.choice(vocabulary, size=int(rng.integers(3, 30)), p=weights)
+        tf: dict[int, float] = {}
+        for t in terms.tolist():
+            tf[t] = tf.get(t, 0.0) + 1.0
+        index.add(f"d{d}", tf)
+    for d in range(0, 2_000, 7):
+        index.remove(f"d{d}")
+    full = BM25Index()
+    full.__dict__.update(index.__dict__)
+    full.prune = False
+    pruned = 0
+    for q in range(200):
+        query = {int(t): 1.0 for t in rng.choice(vocabulary, size=int(rng.integers(2, 7)))}
+        mask = rng.random(2_000) < 0.8 if q % 2 else None
+        limit = int(rng.choice([5, 10, 100]))
+        got = index.search_slots(query, limit, mask)
+        pruned += index.pruned_terms > 0
+        want = full.search_slots(query, limit, mask)
+        assert [s for s, _ in got] == [s for s, _ in want] or sorted(
+            round(x, 4) for _, x in got
+        ) == sorted(round(x, 4) for _, x in want)  # only ties may come in another order
+        assert np.allclose([x for _, x in got], [x for _, x in want], rtol=1e-5)
+        assert {s for s, _ in got} <= {s for s, _ in want} | {s for s, x in got if x == got[-1][1]}
+    assert pruned > 20, pruned  # the pruning ran (it would pass vacuously otherwise)

@@ -28,7 +28,7 @@ from typing import Any
 
 from memory_agent import limits
 from memory_agent.config import endpoint_of
-from memory_agent.errors import Conflict
+from memory_agent.errors import Conflict, describe
 from memory_agent.index.memory import Memory
 from memory_agent.intake import journal
 from memory_agent.intake.projects import ProjectCache
@@ -136,10 +136,13 @@ class Service:
         """Build a new home's first index and finish writes a killed process left behind, so
         the state is repaired before anyone asks. A failure here is not a model failure: it is
         logged, shown by health, and retried by the next write (or fixed by a rebuild)."""
+        stage = "pending writes could not be finished"
         try:
             with self.lock, self.memory.session():
                 if not self.memory.index.exists():
+                    stage = "the first index could not be built"
                     self.memory.refresh()
+                    stage = "pending writes could not be finished"
                 done = []
                 for place in self.memory.kbs.all():  # every KB's writes a kill left
                     if place.writable and place.dir.is_dir():
@@ -152,10 +155,12 @@ class Service:
                     ", ".join(str(r.get("id", r.get("ids"))) for r in done),
                 )
         except Exception as exc:
-            self.repair_error = f"{type(exc).__name__}: {exc}"
-            log.error(
-                "could not finish the pending writes yet: %s", self.repair_error, exc_info=exc
-            )
+            info = describe(exc)
+            # what failed, and its own fix (a server that is down wants the server back, not
+            # a rebuild); a bug's fix is the log, with a rebuild to get going meanwhile
+            fix = info.fix if info.code != "internal" else f"{info.fix}; run `memory-agent rebuild`"
+            self.repair_error = f"{stage}: {info.message}; fix: {fix}"
+            log.error("%s: %s", stage, info.message, exc_info=exc)
 
     def touch(self) -> None:
         self.last_used = time.monotonic()
@@ -425,8 +430,7 @@ class Service:
         if self.repair_error:
             reply["problems"] = [
                 *reply.get("problems", []),
-                f"pending writes could not be finished: {self.repair_error}; "
-                "run `memory-agent rebuild`",
+                self.repair_error,
             ]
         return reply
 

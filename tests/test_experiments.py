@@ -109,15 +109,6 @@ def channel_dumps(bench, tmp_path_factory, shared_cache) -> list[Path]:
     return dumps
 
 
-# Scripts whose input is built by hours of work outside the suite (the composed entries and
-# vectors of benchmarks/daemon_vectors.py over ../shared's texts, a 1M index): skipped, naming
-# it. A --tiny run of them is still owed (issue 30); until then they can rot unseen.
-NOT_RUN = {
-    "ann/channels_1m.py": "reads a built 1M index (experiments/ann/README.md)",
-    "ann/readmodel_1m.py": "reads benchmarks/daemon_vectors.py's sentences.npy",
-}
-
-
 def args_for(script: str, bench: Path, dumps) -> list[str]:
     known = {
         "dedup-threshold/calibrate.py": lambda: [],  # the demo KB is its input
@@ -134,8 +125,6 @@ def args_for(script: str, bench: Path, dumps) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("script", [s for s in SCRIPTS if s != "retrieval-baselines/channels.py"])
 def test_the_experiment_runs_on_a_tiny_input(script, bench, tmp_path, shared_cache, request):
-    if script in NOT_RUN:
-        pytest.skip(f"{script} {NOT_RUN[script]}: no tiny input yet")
     args = args_for(script, bench, lambda: request.getfixturevalue("channel_dumps"))
     run(script, *args, cwd=tmp_path, cache=shared_cache)
 
@@ -155,7 +144,6 @@ def test_every_script_is_known_or_takes_tiny():
         s
         for s in SCRIPTS
         if s != "retrieval-baselines/channels.py"
-        and s not in NOT_RUN
         and args_for(s, Path("/b"), lambda: []) == ["--tiny"]
         and "--tiny" not in (EXPERIMENTS / s).read_text(encoding="utf-8")
     ]

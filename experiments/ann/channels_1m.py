@@ -3,6 +3,9 @@ the lexical channel (BM25 on the postings), the dense exact scan, per-document a
 and fusion - from the generation `benchmarks/daemon.py --entries 1000000` built.
 
     .venv/bin/python experiments/ann/channels_1m.py INDEX_DIR [--queries 100]
+    .venv/bin/python experiments/ann/channels_1m.py --tiny   # a temporary demo home's index (CI)
+
+Queries: SciFact and LoCoMo dev queries (../shared/bench), else a few fixed ones.
 """
 
 from __future__ import annotations
@@ -47,12 +50,48 @@ def timed(fn, items):
     return round(float(np.median(times)), 2), round(float(np.percentile(times, 95)), 2), out
 
 
+FALLBACK = ["how do we run migrations", "which database does staging use", "flaky tests"]
+
+
+def tiny_index() -> Path:
+    """A demo home's index, built in a temporary folder (the `--tiny` run)."""
+    import tempfile
+
+    from memory_agent import config
+    from memory_agent.index.memory import Memory
+
+    home = Path(tempfile.mkdtemp(prefix="channels-tiny-")) / "home"
+    memory = Memory(config.load({"home": str(home)}))
+    memory.init(demo=True, embedder="minilm")
+    memory.close()
+    return memory.cfg.index_dir
+
+
+def query_texts(count: int, tiny: bool) -> list[str]:
+    """The benchmarks' dev queries; the fixed ones only in a `--tiny` run without them."""
+    texts = []
+    for name in ("scifact", "locomo"):
+        path = BENCH / name / "queries.jsonl"
+        if path.is_file():
+            texts += [json.loads(line)["query"] for line in path.read_text().splitlines()]
+    if not texts and not tiny:
+        sys.exit(f"no queries under {BENCH}: this experiment reads ../shared/bench (or --tiny)")
+    texts = texts or FALLBACK
+    return texts[:: max(1, len(texts) // count)][:count]
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("index", type=Path)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("index", type=Path, nargs="?")
     ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--tiny", action="store_true", help="a temporary demo home's index")
     args = ap.parse_args()
-    embedder = make_embedder("minilm", runtime="onnx", work_dir=Path("/tmp/memory-agent-bench"))
+    if args.tiny:
+        args.index, args.queries = tiny_index(), 3
+    elif args.index is None:
+        ap.error("give an INDEX_DIR (or --tiny)")
+    cache = Path(os.environ.get("MEMORY_AGENT_CACHE") or "/tmp/memory-agent-bench")
+    embedder = make_embedder("minilm", runtime="onnx", work_dir=cache)
     report: dict = {"load": os.getloadavg()[0]}
     t = time.perf_counter()
     index = Index(args.index, embedder, dense_graph=False)
@@ -60,11 +99,8 @@ def main() -> None:
     report["open_s"] = round(time.perf_counter() - t, 2)
     report["rss_after_open_mb"] = round(rss_mb())
     report["documents"] = len(snap)
-    texts = []
-    for name in ("scifact", "locomo"):
-        for line in (BENCH / name / "queries.jsonl").read_text().splitlines():
-            texts.append(json.loads(line)["query"])
-    texts = texts[:: max(1, len(texts) // args.queries)][: args.queries]
+    texts = query_texts(args.queries, args.tiny)
+    report["queries"] = len(texts)
     vectors = [embedder.embed_query(q).dense for q in texts]
     tfs = [term_frequencies(snap.tokenizer(q)) for q in texts]
     flt = Filter(statuses=("active",))

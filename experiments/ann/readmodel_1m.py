@@ -11,7 +11,8 @@ benchmarks/daemon_vectors.py composes them; its sentences.npy is read from --wor
 term frequencies the sum of its sentences' (the real tokenizer, each sentence tokenised once;
 the title's "(n)" left out). Queries: SciFact and LoCoMo dev queries, embedded with MiniLM.
 `--graph PATH`: a graph saved by an earlier run is mapped instead of built (and one built is
-saved there).
+saved there). `--tiny` (CI): 200 entries in a temporary folder, only their sentences embedded,
+3 queries.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from daemon_home import BENCH, Text  # noqa: E402
+from daemon_home import Text  # noqa: E402
 from daemon_vectors import entry_parts  # noqa: E402
 
 from ragcore import ann  # noqa: E402
@@ -60,16 +61,43 @@ def ms(fn, items) -> tuple[float, float, list]:
     return float(np.percentile(times, 50)), float(np.percentile(times, 95)), out
 
 
+def tiny_sentences(text: Text, entries: int, cache: Path) -> np.ndarray:
+    """The `--tiny` run's sentence vectors: only the sentences its entries use are embedded
+    (the others stay zero; no entry reads them)."""
+    from ragcore import make_embedder
+
+    used = sorted({s for *_, p in entry_parts(text, entries) for s in p})
+    embedder = make_embedder("minilm", runtime="onnx", work_dir=cache)
+    out = np.zeros((len(text.sentences), embedder.dim), dtype=np.float32)
+    out[used] = [e.dense for e in embedder.embed_documents([text.sentences[i] for i in used])]
+    return out
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--entries", type=int, default=1_000_000)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--work", type=Path, default=Path("/tmp/memory-agent-bench-composed"))
     ap.add_argument("--graph", type=Path, default=None)
+    ap.add_argument("--tiny", action="store_true", help="200 entries in a temporary folder")
     args = ap.parse_args()
-    report: dict = {"entries": args.entries, "load_start": os.getloadavg()[0]}
     text = Text()
-    sentences = np.load(args.work / "sentences.npy")
+    cache = args.work / "cache"
+    if args.tiny:
+        import tempfile
+
+        args.entries, args.queries = 200, 3
+        args.work = Path(tempfile.mkdtemp(prefix="readmodel-tiny-"))
+        cache = Path(os.environ.get("MEMORY_AGENT_CACHE") or args.work / "cache")
+        sentences = tiny_sentences(text, args.entries, cache)
+    elif (args.work / "sentences.npy").is_file():
+        sentences = np.load(args.work / "sentences.npy")
+    else:
+        ap.error(
+            f"no {args.work / 'sentences.npy'}: run benchmarks/daemon_vectors.py --work "
+            f"{args.work} first (or pass --tiny)"
+        )
+    report: dict = {"entries": args.entries, "load_start": os.getloadavg()[0]}
     tok = Tokenizer()
     t = time.perf_counter()
     sent_tf = [term_frequencies(tok(s)) for s in text.sentences]
@@ -141,12 +169,9 @@ def main() -> None:
 
     from ragcore import make_embedder
 
-    qtexts = []
-    for name in ("scifact", "locomo"):
-        for line in (BENCH / name / "queries.jsonl").read_text().splitlines():
-            qtexts.append(json.loads(line)["query"])
+    qtexts = text.queries  # SciFact's and LoCoMo's when ../shared is there
     qtexts = qtexts[:: max(1, len(qtexts) // args.queries)][: args.queries]
-    embedder = make_embedder("minilm", runtime="onnx", work_dir=args.work / "cache")
+    embedder = make_embedder("minilm", runtime="onnx", work_dir=cache)
     qs = [embedder.embed_query(q).dense for q in qtexts]
     qtf = [term_frequencies(tok(q)) for q in qtexts]
 

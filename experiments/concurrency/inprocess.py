@@ -49,6 +49,15 @@ def queries() -> list[str]:
     return found or FALLBACK
 
 
+def demo_home(prefix: str) -> str:
+    """A demo home in a new temporary folder (the `--tiny` runs of this folder's scripts)."""
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix=prefix)) / "home"
+    Memory(config.load({"home": str(home)})).init(demo=True, embedder="minilm")
+    return str(home)
+
+
 def run(service: Service, n: int, seconds: float, qs: list[str], runs: collections.Counter):
     latencies: list[float] = []
     start = threading.Barrier(n + 1)
@@ -91,11 +100,7 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="a temporary demo home, 1 s each")
     args = parser.parse_args()
     if args.tiny:
-        import tempfile
-
-        home = Path(tempfile.mkdtemp(prefix="inprocess-")) / "home"
-        Memory(config.load({"home": str(home)})).init(demo=True, embedder="minilm")
-        args.home, args.seconds, args.threads = str(home), 1.0, "1,2"
+        args.home, args.seconds, args.threads = demo_home("inprocess-"), 1.0, "1,2"
     elif not args.home:
         parser.error("give a HOME (or --tiny)")
     memory = Memory(config.load({"home": args.home}), resident=True)

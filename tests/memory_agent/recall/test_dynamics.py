@@ -27,16 +27,18 @@ def _entry(kb, entry_type, entry_id, title, body, created):
 
 
 NOW = "2026-12-01T09:00:00Z"  # old-sprint-notes is idle (>1 y), lock-with-pip-tools dormant
+# Equally relevant to "staging cluster eu-west-1" within what five recalls are worth, on any
+# query graph: most of each text is shared. (With one shared sentence the gap was 0.016 on the
+# float graph and 0.0195 - more than five recalls' 0.0188 - on the int8 one on an AVX2-only CPU.)
+SHARED = "The staging cluster runs in eu-west-1, on three nodes in one VPC, deployed from main every night."
 SIBLINGS = {
     "staging-db": (
         "Staging cluster: the database tier",
-        "The staging cluster runs in eu-west-1. Its database is Postgres 16 behind "
-        "PgBouncer in transaction mode.",
+        f"{SHARED} Its database is Postgres 16 behind PgBouncer.",
     ),
     "staging-cache": (
         "Staging cluster: the cache tier",
-        "The staging cluster runs in eu-west-1. Its cache is Redis 7 with "
-        "Sentinel handling failover.",
+        f"{SHARED} Its cache is Redis 7 with Sentinel failover.",
     ),
 }
 

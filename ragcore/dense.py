@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ragcore.ann import EXACT_BELOW, FILTER_EXACT_BELOW, DenseGraph, fetch_for
-from ragcore.postings import top
+from ragcore.postings import top_arrays
 
 __all__ = ["DenseRows", "search"]
 
@@ -75,8 +75,9 @@ def search(
     allowed: np.ndarray,
     hw: int,
     also: np.ndarray | None = None,
-) -> list[tuple[int, float]]:
-    """The best `limit` (slot, cosine) among the `allowed` slots below `hw`, best first.
+) -> tuple[np.ndarray, np.ndarray]:
+    """The best `limit` slots and their cosines among the `allowed` slots below `hw`, best
+    first (two arrays: `ragcore.hits`).
     `also`: slots to score exactly beside the graph's candidates (a search passes its lexical
     candidates: one the graph missed keeps its dense score, as in the exact scan)."""
     vector = np.asarray(vector, dtype=np.float32)
@@ -88,9 +89,9 @@ def search(
                 return found
     candidates = np.flatnonzero(allowed)
     if candidates.size * 4 < hw:  # a selective filter: score only what it allows
-        return top(candidates, rows.take(candidates) @ vector, limit)
+        return top_arrays(candidates, rows.take(candidates) @ vector, limit)
     scores = rows.scores(vector, hw)
-    return top(candidates, scores[candidates], limit)
+    return top_arrays(candidates, scores[candidates], limit)
 
 
 def _on_graph(rows, graph, vector, limit, allowed, hw, n_allowed, also=None):
@@ -106,4 +107,4 @@ def _on_graph(rows, graph, vector, limit, allowed, hw, n_allowed, also=None):
     if also is not None and also.size:
         also = also[(also >= 0) & (also < hw)]
         candidates = np.union1d(candidates, also[allowed[also]])
-    return top(candidates, rows.take(candidates) @ vector, limit)
+    return top_arrays(candidates, rows.take(candidates) @ vector, limit)

@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from ragcore.cow import CowDict, CowList
-from ragcore.postings import Base, Postings, top
+from ragcore.postings import Base, Postings, top, top_arrays
 from ragcore.tokenizer import term_id
 
 __all__ = ["BM25Index", "SparseIndex"]
@@ -249,17 +249,24 @@ class BM25Index:
         self, query_tf: dict[int, float], limit: int, mask: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
         """Top (slot, score) pairs; `mask[slot]` False excludes a slot."""
+        slots, scores = self.search_arrays(query_tf, limit, mask)
+        return list(zip(slots.tolist(), scores.tolist(), strict=True))
+
+    def search_arrays(
+        self, query_tf: dict[int, float], limit: int, mask: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`search_slots` as two arrays, the slots and their scores, best first."""
         with self._lock:
             found = self._scores(query_tf, limit if self.prune else 0, mask)
             if found is None:
-                return []
+                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
             scores, touched = found
             if mask is not None:
                 m = mask[: touched.size]
                 touched[: m.size] &= m
                 touched[m.size :] = False
             candidates = np.flatnonzero(touched)
-            return top(candidates, scores[candidates], limit)
+            return top_arrays(candidates, scores[candidates], limit)
 
     def search(
         self, query_tf: dict[int, float], limit: int, allowed: set[str] | None = None

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Base", "Postings", "top"]
+__all__ = ["Base", "Postings", "top", "top_arrays"]
 
 
 class Base(NamedTuple):
@@ -140,11 +140,20 @@ class Postings:
 
 def top(candidates: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
     """The `limit` best (candidate, score) pairs, best first (ties by candidate order)."""
+    found, values = top_arrays(candidates, scores, limit)
+    return list(zip(found.tolist(), values.tolist(), strict=True))
+
+
+def top_arrays(
+    candidates: np.ndarray, scores: np.ndarray, limit: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`top` as two arrays, the candidates and their scores, best first: a search's channels
+    keep them so (`ragcore.hits`), and make Python objects only for what they show."""
     if candidates.size == 0 or limit <= 0:
-        return []
+        return candidates[:0], scores[:0]
     if candidates.size > limit:
         top = np.argpartition(-scores, limit - 1)[:limit]
     else:
         top = np.arange(candidates.size)
     order = top[np.argsort(-scores[top], kind="stable")]
-    return [(int(candidates[i]), float(scores[i])) for i in order]
+    return candidates[order], scores[order]

@@ -34,6 +34,7 @@ from ragcore.cow import CowDict, CowList
 from ragcore.dense import DenseRows
 from ragcore.dense import search as search_rows
 from ragcore.docinfo import DocInfo
+from ragcore.hits import SlotHits, as_slots
 from ragcore.lexical import BM25Index, SparseIndex
 from ragcore.postings import Base
 from ragcore.segment import ChunkRow
@@ -451,16 +452,19 @@ class ReadModel:
         return rows[self._slot_doc[: self.hw]] & self._alive[: self.hw]
 
     def dense_search(
-        self, vector: np.ndarray, limit: int, mask: np.ndarray | None, also: Sequence[str] = ()
-    ) -> list[tuple[str, float]]:
+        self, vector: np.ndarray, limit: int, mask: np.ndarray | None, also: Sequence = ()
+    ) -> SlotHits:
         """Cosine top `limit` (chunk id, score) among the allowed slots (`ragcore.dense`:
         exact, or the graph's candidates and the chunks `also` names rescored exactly)."""
         if self.hw == 0:
-            return []
+            return self._hits(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
         allowed = self._alive[: self.hw] if mask is None else mask
-        extra = np.array([self._chunk_slot.get(c, -1) for c in also], dtype=np.int64)
-        hits = search_rows(self._rows, self._graph, vector, limit, allowed, self.hw, extra)
-        return [(self._slot_chunk[s], score) for s, score in hits]  # type: ignore[misc]
+        extra = as_slots(also, self._chunk_slot)
+        found = search_rows(self._rows, self._graph, vector, limit, allowed, self.hw, extra)
+        return self._hits(*found)
+
+    def _hits(self, slots: np.ndarray, scores: np.ndarray) -> SlotHits:
+        return SlotHits(slots, scores, self._slot_chunk, self._slot_doc, self._row_doc)
 
     @property
     def graph(self) -> DenseGraph | None:
@@ -484,10 +488,8 @@ class ReadModel:
                 out[cid] = self._rows.row(slot)
         return out
 
-    def lexical_search(self, query_tf, limit: int, mask) -> list[tuple[str, float]]:
-        return [
-            (self._slot_chunk[s], sc) for s, sc in self.bm25.search_slots(query_tf, limit, mask)
-        ]  # type: ignore[misc]
+    def lexical_search(self, query_tf, limit: int, mask) -> SlotHits:
+        return self._hits(*self.bm25.search_arrays(query_tf, limit, mask))
 
     def sparse_search(self, query, limit: int, mask) -> list[tuple[str, float]]:
         return [(self._slot_chunk[s], sc) for s, sc in self.sparse.search_slots(query, limit, mask)]  # type: ignore[misc]

@@ -19,6 +19,7 @@ import numpy as np
 
 from ragcore.embedding import Embedding
 from ragcore.fusion import FusionConfig, fuse, query_language
+from ragcore.hits import SlotHits
 from ragcore.index import Index
 from ragcore.snapshot import Snapshot
 from ragcore.store import Filter
@@ -79,8 +80,15 @@ class SearchResult:
     weights: dict[str, float] = field(default_factory=dict)
 
 
-def _per_document(index: Snapshot, chunk_hits: list[tuple[str, float]]) -> dict[str, ChannelHit]:
+def _per_document(
+    index: Snapshot, chunk_hits: Sequence[tuple[str, float]]
+) -> dict[str, ChannelHit]:
     """Best chunk per document, ranked by score (1-based)."""
+    if isinstance(chunk_hits, SlotHits):  # the read model's: chosen over its arrays
+        found = chunk_hits.per_document()
+        return {
+            doc: ChannelHit(rank, score, chunk) for rank, (doc, chunk, score) in enumerate(found, 1)
+        }
     best: dict[str, tuple[str, float]] = {}
     for chunk_id, score in chunk_hits:
         doc_id = index.doc_of(chunk_id)
@@ -161,7 +169,7 @@ def search(
         t = time.perf_counter()
         # The lexical candidates are scored exactly too: on a graph (large indexes) one the
         # graph missed keeps the dense score the exact scan gives it (experiments/million).
-        dense_hits = view.dense(q_emb.dense, config.candidates, [c for c, _ in lexical_hits])
+        dense_hits = view.dense(q_emb.dense, config.candidates, lexical_hits)
         channels["dense"] = _per_document(index, dense_hits)
         timings["dense"] = (time.perf_counter() - t) * 1000
         if q_emb.sparse and view.has_sparse:

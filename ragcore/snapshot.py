@@ -80,7 +80,8 @@ def _check_embedder(embedder: Embedder, meta: dict[str, Any], name: str) -> None
 
 class Channels:
     """The channels of one snapshot under one filter (its mask is computed once): what a search
-    asks for. Each returns (chunk id, score) pairs, best first."""
+    asks for. Each returns (chunk id, score) pairs, best first - from the read model as a
+    `ragcore.hits.SlotHits` (arrays), from a Qdrant server as a list."""
 
     def __init__(self, snap: Snapshot, flt: Filter | None):
         self._model = snap.model
@@ -94,15 +95,16 @@ class Channels:
         return self._model.has_sparse
 
     def dense(
-        self, vector: np.ndarray, limit: int, also: Sequence[str] = ()
-    ) -> list[tuple[str, float]]:
+        self, vector: np.ndarray, limit: int, also: Sequence = ()
+    ) -> Sequence[tuple[str, float]]:
         """Cosine nearest chunks (on the Qdrant server, the filter pushed down, when there is
-        one). `also`: chunks a graph search scores exactly beside its own candidates."""
+        one). `also`: chunks (ids, or another channel's hits) a graph search scores exactly
+        beside its own candidates."""
         if self._server is not None:
             return self._server.search(vector, limit, self._flt)
         return self._model.dense_search(vector, limit, self._mask, also)
 
-    def lexical(self, query_tf: dict[int, float], limit: int) -> list[tuple[str, float]]:
+    def lexical(self, query_tf: dict[int, float], limit: int) -> Sequence[tuple[str, float]]:
         """BM25 over the query's term frequencies (`ragcore.tokenizer.term_frequencies`)."""
         return self._model.lexical_search(query_tf, limit, self._mask)
 

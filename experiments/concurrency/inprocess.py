@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import sys
 import threading
@@ -56,6 +57,19 @@ def demo_home(prefix: str) -> str:
     home = Path(tempfile.mkdtemp(prefix=prefix)) / "home"
     Memory(config.load({"home": str(home)})).init(demo=True, embedder="minilm")
     return str(home)
+
+
+@contextlib.contextmanager
+def reading(home: str):
+    """`home`'s memory held by this process (no daemon may run on it), its index refreshed:
+    (the memory, its snapshot) - the one-process measurements of this folder (`rank_cost.py`,
+    `perdoc_cost.py`)."""
+    memory = Memory(config.load({"home": home}), resident=True)
+    memory.require_home()
+    with memory.session():
+        memory.refresh_for_read()
+        yield memory, memory.index.snapshot()
+    memory.close()
 
 
 def run(service: Service, n: int, seconds: float, qs: list[str], runs: collections.Counter):

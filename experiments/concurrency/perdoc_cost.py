@@ -25,10 +25,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))
 
-from inprocess import demo_home, queries  # noqa: E402
+from inprocess import demo_home, queries, reading  # noqa: E402
 
-from memory_agent import config  # noqa: E402
-from memory_agent.index.memory import Memory  # noqa: E402
 from memory_agent.recall.reads import default_filter  # noqa: E402
 from ragcore.search import _per_document  # noqa: E402
 from ragcore.tokenizer import term_frequencies  # noqa: E402
@@ -44,11 +42,7 @@ def main() -> None:
         args.home, args.passes = demo_home("perdoc-cost-"), 2
     elif not args.home:
         parser.error("give a HOME (or --tiny)")
-    memory = Memory(config.load({"home": args.home}), resident=True)
-    memory.require_home()
-    with memory.session():
-        memory.refresh_for_read()
-        snap = memory.index.snapshot()
+    with reading(args.home) as (_, snap):
         view = snap.channels(default_filter())
         qs = queries()[:100]
         hits = []
@@ -70,7 +64,6 @@ def main() -> None:
         f"channels): pairs + loop {pairs / n * 1000:.3f} ms, arrays {arrays / n * 1000:.3f} ms",
         flush=True,
     )
-    memory.close()
 
 
 if __name__ == "__main__":

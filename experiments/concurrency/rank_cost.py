@@ -25,10 +25,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))
 
-from inprocess import demo_home, queries  # noqa: E402
+from inprocess import demo_home, queries, reading  # noqa: E402
 
-from memory_agent import config  # noqa: E402
-from memory_agent.index.memory import Memory  # noqa: E402
 from memory_agent.recall.reads import default_filter, rank  # noqa: E402
 
 
@@ -43,11 +41,7 @@ def main() -> None:
         args.home, args.calls, args.rounds = demo_home("rank-cost-"), 20, 1
     elif not args.home:
         parser.error("give a HOME (or --tiny)")
-    memory = Memory(config.load({"home": args.home}), resident=True)
-    memory.require_home()
-    with memory.session():
-        memory.refresh_for_read()
-        index = memory.index.snapshot()
+    with reading(args.home) as (memory, index):
         qs = queries()[:100]
         vectors = [memory.index.embedder.embed_query(q) for q in qs]
         flt, graph = default_filter(), memory.link_graph(index)
@@ -75,7 +69,6 @@ def main() -> None:
         + " ms of CPU per rank call",
         flush=True,
     )
-    memory.close()
 
 
 if __name__ == "__main__":

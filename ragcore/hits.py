@@ -73,7 +73,9 @@ class SlotHits(Sequence[tuple[str, float]]):
 
 
 def as_slots(found: Sequence[Any], chunk_slot) -> np.ndarray:
-    """The slots of `found` (a `SlotHits`, or chunk ids: -1 for one not in the model)."""
+    """The slots of `found` - a `SlotHits`, chunk ids, or (chunk id, score) pairs (a list made
+    of another channel's hits) - with -1 for a chunk not in the model."""
     if isinstance(found, SlotHits):
         return found.slots.astype(np.int64, copy=False)
-    return np.array([chunk_slot.get(c, -1) for c in found], dtype=np.int64)
+    ids = [c if isinstance(c, str) else c[0] for c in found]
+    return np.array([chunk_slot.get(c, -1) for c in ids], dtype=np.int64)

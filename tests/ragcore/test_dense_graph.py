@@ -155,6 +155,12 @@ def test_chunks_named_beside_a_narrow_graph_keep_their_exact_dense_score(
         ]
         plain = {snap.doc_of(c) for c, _ in snap.channels(None).dense(q, 100)}
         got = dict(snap.channels(None).dense(q, 100, named))
+        # named as another channel's hits (a search passes its lexical `SlotHits`): the same
+        slots = np.array([snap.model._chunk_slot[c] for c in named])
+        hits = snap.model._hits(slots, np.zeros(slots.size, dtype=np.float32))
+        assert [h[0] for h in hits] == named
+        assert dict(snap.channels(None).dense(q, 100, hits)) == got
+        assert dict(snap.channels(None).dense(q, 100, hits[:])) == got  # as a list of pairs
         missed_by_graph += len(set(truth[::3]) - plain)
         for chunk in named:
             assert chunk in got, (i, chunk)

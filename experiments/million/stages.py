@@ -22,7 +22,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,8 +30,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the daemon runs
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments" / "million"))
+sys.path.insert(0, str(ROOT / "experiments" / "concurrency"))
 
 import fusion_recall  # noqa: E402
+from inprocess import demo_home  # noqa: E402
 
 from memory_agent import config  # noqa: E402
 from memory_agent.index.memory import Memory  # noqa: E402
@@ -58,9 +59,7 @@ def main() -> None:
     if args.no_prune:  # in this process only: the lexical channel as it was before the pruning
         lexical.PRUNE_TERMS_OVER = 1 << 62
     if args.tiny:
-        home = Path(tempfile.mkdtemp(prefix="stages-")) / "home"
-        Memory(config.load({"home": str(home)})).init(demo=True, embedder="minilm")
-        args.home, args.queries = str(home), 3
+        args.home, args.queries = demo_home("stages-"), 3
     elif not args.home:
         parser.error("give a HOME (or --tiny)")
     memory = Memory(config.load({"home": args.home}), resident=True)

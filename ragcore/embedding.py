@@ -37,6 +37,7 @@ __all__ = [
     "EmbeddingCache",
     "MiniLMEmbedder",
     "make_embedder",
+    "query_graph",
     "text_hash",
 ]
 
@@ -400,6 +401,18 @@ BUILTIN_EMBEDDERS = {
     "openai": "ragcore.endpoint:make",
 }
 EMBEDDERS = tuple(BUILTIN_EMBEDDERS)
+
+
+def query_graph(embedder: object) -> str | None:
+    """The graph a loaded MiniLM runs queries on: `int8`, `float`, or `float (int8 asked for:
+    <why it could not be built>)`; None before the model is loaded, or for an embedder without
+    the choice. `embedder` may be wrapped (`CachedEmbedder`). Loads nothing."""
+    inner = getattr(embedder, "inner", embedder)
+    precision = getattr(inner, "query_precision", None)
+    if precision is None or not getattr(inner, "loaded", False):
+        return None
+    fallback = getattr(inner, "query_fallback", "")
+    return f"{precision} (int8 asked for: {fallback})" if fallback else str(precision)
 
 
 def make_minilm(

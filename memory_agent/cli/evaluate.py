@@ -14,6 +14,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from memory_agent.errors import Invalid
     from memory_agent.recall.reads import product_searcher
     from ragcore import evaluate, make_embedder, metrics_by
+    from ragcore.embedding import query_graph as graph_of
 
     cfg = config_mod.load(
         {
@@ -44,6 +45,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             for qid, ranked in report.run.items():
                 fh.write(json.dumps({"qid": qid, "ranked": ranked}) + "\n")
     out = report.as_json()
+    query_graph = graph_of(embedder)
+    if query_graph:
+        out["query_graph"] = query_graph
     groups = metrics_by(bench, report.run, args.by) if args.by else {}
     if groups:
         out["by"] = {
@@ -58,6 +62,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(
             f"{bench.name}: {out['docs']} docs, {out['chunks']} chunks, {out['queries']} queries, "
             f"embedder {cfg.embedder}"
+            + (f" (queries on the {query_graph} graph)" if query_graph else "")
         )
         for key in ("recall@5", "recall@10", "mrr@10", "ndcg@10"):
             print(f"  {key:10s} {out[key]:.4f}")

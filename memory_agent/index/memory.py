@@ -51,6 +51,7 @@ from ragcore import (
     live_generation,
     make_embedder,
 )
+from ragcore.embedding import query_graph
 
 __all__ = ["DEMO_KB", "KB_SOURCE", "Memory", "SourceStatus"]
 
@@ -145,12 +146,7 @@ class Memory:
         """The graph a query's model run uses once the model is loaded (MiniLM's `int8` or
         `float`, with the reason when int8 was asked for and could not be built); None before
         that, or for a model without the choice. Makes nothing (`/health`)."""
-        inner = getattr(self._embedder, "inner", None)
-        precision = getattr(inner, "query_precision", None)
-        if precision is None or not getattr(inner, "loaded", False):
-            return None
-        fallback = getattr(inner, "query_fallback", "")
-        return f"{precision} (int8 asked for: {fallback})" if fallback else precision
+        return query_graph(self._embedder)
 
     def dense_state(self) -> str:
         """How dense search runs (`Index.dense_state`); "closed" while no index is made: this

@@ -28,6 +28,7 @@ from ragcore.embedding import (
     EmbeddingCache,
     MiniLMEmbedder,
     make_embedder,
+    query_graph,
 )
 from ragcore.entities import extract_entities
 from ragcore.errors import (
@@ -93,6 +94,7 @@ __all__ = [
     "metrics_by",
     "normalize_text",
     "parse_front_matter",
+    "query_graph",
     "query_language",
     "scan_markdown",
     "search",

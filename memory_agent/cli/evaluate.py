@@ -14,7 +14,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from memory_agent.errors import Invalid
     from memory_agent.recall.reads import product_searcher
     from ragcore import evaluate, make_embedder, metrics_by
-    from ragcore.embedding import query_graph as graph_of
+    from ragcore import query_graph as graph_of  # `query_graph` is this function's variable
 
     cfg = config_mod.load(
         {

@@ -50,8 +50,8 @@ from ragcore import (
     IndexError_,
     live_generation,
     make_embedder,
+    query_graph,
 )
-from ragcore.embedding import query_graph
 
 __all__ = ["DEMO_KB", "KB_SOURCE", "Memory", "SourceStatus"]
 

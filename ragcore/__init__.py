@@ -42,6 +42,7 @@ from ragcore.errors import (
     WeightsUnavailable,
 )
 from ragcore.evaluate import EvalReport, evaluate, metrics, metrics_by
+from ragcore.follow import Follower
 from ragcore.front_matter import FrontMatterRefused, load_yaml, parse_front_matter
 from ragcore.fusion import FusionConfig, query_language
 from ragcore.index import BuildReport, Index, RefreshReport, live_generation
@@ -67,6 +68,7 @@ __all__ = [
     "EndpointError",
     "EvalReport",
     "Filter",
+    "Follower",
     "FrontMatterRefused",
     "FusionConfig",
     "Hit",

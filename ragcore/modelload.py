@@ -37,7 +37,7 @@ from ragcore.readmodel import ModelArrays, ReadModel
 from ragcore.segment import DocRow, SegmentFile
 from ragcore.setindex import name_table
 
-__all__ = ["FILE", "doc_info", "from_segment", "load_model", "replay_limit"]
+__all__ = ["FILE", "doc_info", "from_segment", "load_model", "replay", "replay_limit"]
 
 FILE = "readmodel.arrays"
 LAYOUT = 2  # of the saved arrays: a change to ModelArrays or to how it is packed bumps it
@@ -138,13 +138,22 @@ def replay_limit(documents: int) -> int:
 
 
 def load_model(
-    segment: SegmentFile, saved: Path, dim: int, with_dense: bool, chunks: int
+    segment: SegmentFile,
+    saved: Path,
+    dim: int,
+    with_dense: bool,
+    chunks: int,
+    *,
+    save: bool = True,
 ) -> tuple[ReadModel, str]:
     """The read model of a generation, and where it came from (for a log line). `saved` is
     the path of its saved arrays (beside the segment), `chunks` the number of chunks the
-    segment lists and holds. The caller keeps writers off the segment meanwhile."""
+    segment lists and holds. The caller keeps writers off the segment meanwhile - unless
+    `save` is False (a process that follows another's index, `ragcore.follow`): then the
+    saved arrays are only read, never removed or written, and the model holds at least every
+    change up to the segment's `seq` when the load began."""
     with _long_lived():
-        return _load(segment, saved, dim, with_dense, chunks)
+        return _load(segment, saved, dim, with_dense, chunks, save)
 
 
 @contextlib.contextmanager
@@ -166,7 +175,7 @@ def _long_lived() -> Iterator[None]:
 
 
 def _load(
-    segment: SegmentFile, saved: Path, dim: int, with_dense: bool, chunks: int
+    segment: SegmentFile, saved: Path, dim: int, with_dense: bool, chunks: int, save: bool
 ) -> tuple[ReadModel, str]:
     uid, seq = segment.state()
     key = {"layout": LAYOUT, "python": PYTHON, "uid": uid, "dim": dim, "with_dense": with_dense}
@@ -177,6 +186,10 @@ def _load(
         why = "no saved arrays"
     except Exception as exc:  # damaged, stale or unreadable: never used, whatever the cause
         why = f"saved arrays not used: {exc}"
+    if not save:  # the owner's file: read, never touched
+        return ReadModel.from_arrays(
+            from_segment(segment, dim, with_dense)
+        ), f"segment rows ({why})"
     with contextlib.suppress(FileNotFoundError):
         saved.unlink()  # a failed save below must not leave the stale file for the next open
     arrays = from_segment(segment, dim, with_dense)
@@ -229,7 +242,7 @@ def _from_saved(
     if model.with_dense and model.hw >= ann.EXACT_BELOW:  # the graph saved with these arrays
         model.attach_graph(ann.open_graph(saved.path.with_name(ann.FILE), model.arrays_key))
     if changed:
-        _replay(model, segment, int(meta["seq"]))
+        replay(model, segment, int(meta["seq"]))
     if (model.listed_chunks(), model.chunks) != (chunks, chunks):
         raise _Unusable(
             f"they hold {model.chunks} chunks ({model.listed_chunks()} listed), the segment "
@@ -238,9 +251,11 @@ def _from_saved(
     return model, changed
 
 
-def _replay(model: ReadModel, segment: SegmentFile, since: int) -> None:
-    """Apply to `model` what the segment changed after change `since`. A document whose
-    content hash is unchanged (a touched file: a new stamp) only gets its new entry."""
+def replay(model: ReadModel, segment: SegmentFile, since: int) -> int:
+    """Apply to `model` what the segment changed after change `since`, and say how many
+    documents that was (written or removed). A document whose content hash is unchanged (a
+    touched file: a new stamp) only gets its new entry. Replaying a change the model already
+    holds changes nothing (a follower may replay from a `seq` its load went past)."""
     rows, gone = segment.changes_since(since)
     removed = set(gone)
     changed, relabelled = [], []
@@ -250,6 +265,7 @@ def _replay(model: ReadModel, segment: SegmentFile, since: int) -> None:
         (relabelled if same and info.id not in removed else changed).append(info)
     model.relabel(relabelled)
     model.apply(changed, segment.chunk_rows([i.id for i in changed], model.with_dense), gone)
+    return len(rows) + len(gone)
 
 
 def _save(path: Path, a: ModelArrays, meta: dict) -> None:

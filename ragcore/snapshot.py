@@ -139,10 +139,17 @@ class Snapshot:
 
     @classmethod
     def open(
-        cls, owner: Owner, name: str, server: QdrantStore | None, *, with_dense: bool
+        cls,
+        owner: Owner,
+        name: str,
+        server: QdrantStore | None,
+        *,
+        with_dense: bool,
+        save: bool = True,
     ) -> Snapshot:
         """Read generation `name` under `owner.root` (and `server`, its Qdrant collection on the
-        scale-out path, which it then owns): its segment, then its read model. Raises
+        scale-out path, which it then owns): its segment, then its read model (`save=False`:
+        the saved arrays are read only, as a follower must - `ragcore.modelload`). Raises
         `IndexInconsistent` if the segment is unreadable or disagrees with itself or the server,
         `IndexError_` if it was built with another embedder."""
         try:
@@ -165,7 +172,12 @@ class Snapshot:
                     REBUILD_HINT,
                 )
             model, origin = load_model(
-                segment, owner.root / name / MODEL_FILE, int(meta["dim"]), with_dense, listed
+                segment,
+                owner.root / name / MODEL_FILE,
+                int(meta["dim"]),
+                with_dense,
+                listed,
+                save=save,
             )
             if server is not None and server.count() != model.chunks:
                 raise IndexInconsistent(

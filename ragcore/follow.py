@@ -1,0 +1,129 @@
+"""An index followed, read-only, by a process that does not own it (ADR 0028: a reader beside
+the daemon).
+
+The owner (an `Index` under the home lock) is the only writer. Every change it makes is one
+segment transaction that takes the next `seq` (`ragcore.segment`), committed before the
+owner replies; a rebuild writes a new generation and moves CURRENT. A `Follower` opens the
+generation CURRENT names the way the owner does (the saved arrays mapped, the changes since
+replayed: `ragcore.modelload`), and `follow()` brings it up to date: a new generation is
+opened whole; otherwise the changes after the last `seq` it has seen are replayed on a
+copy-on-write clone of its read model and published by one assignment, as the owner
+publishes its own. So a search in the follower after the owner's reply to a write sees that
+write - whole, or (before `follow`) not at all.
+
+The follower writes nothing to the index folder: the saved arrays are read, never removed or
+replaced (`load_model(save=False)`), and no dense graph is built (above `ann.EXACT_BELOW` it
+uses the owner's saved graph when it fits, else the exact scan). The one file it may write
+is the saved arrays' check stamp (ADR 0026), which describes the owner's file as it is.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from ragcore.documents import DEFAULT_MAX_CHARS
+from ragcore.embedding import Embedder
+from ragcore.errors import IndexError_
+from ragcore.index import live_generation
+from ragcore.modelload import replay
+from ragcore.segment import FILE as SEGMENT_FILE
+from ragcore.segment import SegmentFile
+from ragcore.snapshot import REBUILD_HINT, Snapshot
+from ragcore.tokenizer import Tokenizer
+
+__all__ = ["Follower"]
+
+
+class Follower:
+    """The live generation under `root`, kept in step with its owner's writes. Thread-safe:
+    readers take `snapshot()` (or `current_snapshot()` without following) and never wait for
+    each other; one `follow` runs at a time."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        embedder: Embedder,
+        *,
+        tokenizer: Tokenizer | None = None,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        with_dense: bool = True,
+    ):
+        self.root = Path(root)
+        self.embedder = embedder
+        self.tokenizer = tokenizer or Tokenizer()
+        self.max_chars = max_chars
+        self.with_dense = with_dense
+        self._lock = threading.Lock()
+        self._snap: Snapshot | None = None
+        self._seen = 0  # every change up to this seq is in the snapshot's model
+
+    # -- the Owner protocol a snapshot asks for -------------------------------------------
+    def current(self) -> str | None:
+        return live_generation(self.root)
+
+    def serving(self) -> tuple[str | None, ...]:
+        """A snapshot's check (`Snapshot.check`) refuses one whose generation CURRENT no longer
+        names - for an owner, a sign that another process moved it. Here another process
+        moving CURRENT is the normal case: the snapshot held keeps answering (the owner keeps
+        the generation before the live one) until `follow` opens the new one."""
+        snap = self._snap
+        return (snap.generation if snap is not None else None, self.current())
+
+    # -- reads --------------------------------------------------------------------------------
+    @property
+    def seen(self) -> int:
+        """The owner's last change (`seq`) this follower's snapshot holds."""
+        return self._seen
+
+    def current_snapshot(self) -> Snapshot:
+        """The snapshot as of the last `follow` (opens the index the first time)."""
+        snap = self._snap
+        if snap is None:
+            self.follow()
+            snap = self._snap
+        assert snap is not None
+        return snap
+
+    def snapshot(self) -> Snapshot:
+        """The owner's state now: `follow`, then the snapshot."""
+        self.follow()
+        return self.current_snapshot()
+
+    def follow(self) -> int:
+        """Catch up with the owner: the number of changes replayed, or -1 when a generation was
+        opened (the first call, or the owner switched to a new one). Raises `IndexError_` if
+        there is no index, and what `Snapshot.open` raises for a generation it cannot read
+        (the snapshot before stays published)."""
+        with self._lock:
+            name = self.current()
+            if name is None:
+                raise IndexError_(f"no index under {self.root}", REBUILD_HINT)
+            snap = self._snap
+            if snap is None or snap.generation != name:
+                self._open(name)
+                return -1
+            seq = snap.segment.state()[1]
+            if seq <= self._seen:
+                return 0
+            model = snap.model.clone()
+            replayed = replay(model, snap.segment, self._seen)
+            self._snap, self._seen = snap.with_model(model), seq
+            return replayed
+
+    def _open(self, name: str) -> None:
+        probe = SegmentFile(self.root / name / SEGMENT_FILE)
+        try:  # before the load: the model then holds every change up to it, maybe more
+            seq = probe.state()[1]
+        finally:
+            probe.close()
+        # The snapshot before stays readable for the searches that hold it (its segment's
+        # connection closes when the last of them lets it go).
+        self._snap = Snapshot.open(self, name, None, with_dense=self.with_dense, save=False)
+        self._seen = seq
+
+    def close(self) -> None:
+        with self._lock:
+            snap, self._snap = self._snap, None
+        if snap is not None:
+            snap.segment.close()

@@ -1,0 +1,141 @@
+"""An index followed by another process (ADR 0028): after each of the owner's writes, and after
+its switch to a new generation, the follower answers every search exactly as the owner does -
+and it never writes the owner's files."""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+from ragcore import Document
+from ragcore.modelload import FILE as ARRAYS
+from ragcore.segment import FILE as SEGMENT
+from tests.ragcore.test_modelload import _answers, _corpus, _index, _same
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The follower: a process of its own, driven by one word per line on stdin, answering each with
+# a pickled reply on stdout (length first).
+FOLLOWER = """
+import pickle, struct, sys
+from ragcore import CachedEmbedder
+from ragcore.follow import Follower
+from tests.ragcore.test_modelload import Hashing, _answers, _same
+
+follower = Follower(sys.argv[1], CachedEmbedder(Hashing(), None), max_chars=400,
+                    with_dense=sys.argv[2] == "dense")
+for line in sys.stdin:
+    word = line.strip()
+    if word == "follow":
+        reply = follower.follow()
+    elif word == "answers":  # as of the last follow
+        snap = follower.current_snapshot()
+        reply = (_same(_answers(snap)), follower.seen, snap.generation)
+    elif word == "origin":
+        reply = follower.current_snapshot().origin
+    out = pickle.dumps(reply)
+    sys.stdout.buffer.write(struct.pack("<I", len(out)) + out)
+    sys.stdout.buffer.flush()
+"""
+
+
+class FollowerProcess:
+    def __init__(self, root: Path, dense: bool = True):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", FOLLOWER, str(root), "dense" if dense else "lexical"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=ROOT,
+        )
+
+    def ask(self, word: str):
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(f"{word}\n".encode())
+        self.proc.stdin.flush()
+        size = self.proc.stdout.read(4)
+        assert len(size) == 4, "the follower died (its stderr is above)"
+        return pickle.loads(self.proc.stdout.read(struct.unpack("<I", size)[0]))
+
+    def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=60) == 0
+
+
+def _files(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every file of the index but SQLite's shared-memory index of its WAL (which a reader
+    maps) and the saved arrays' check stamp (ADR 0026): (inode, size, mtime)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.name.endswith(("-shm", ".checked")):
+            st = p.stat()
+            out[str(p.relative_to(root))] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def test_a_follower_in_another_process_answers_as_the_owner_after_each_write(tmp_path):
+    root = tmp_path / "index"
+    owner = _index(root)
+    docs = _corpus()
+    owner.build(docs)
+    owner.close()
+    owner = _index(root)  # reopened: its read model from the arrays it saved
+    before = _same(_answers(owner))
+    follower = FollowerProcess(root)
+    try:
+        assert follower.ask("follow") == -1  # opened
+        assert "saved arrays" in follower.ask("origin")
+        answers, seen, generation = follower.ask("answers")
+        assert answers == before
+        assert follower.ask("follow") == 0  # nothing new
+
+        # Writes: a changed document, a new one, a removed one - each its own change.
+        changed = docs[5]
+        owner.apply([Document(changed.id, changed.title, "omega sigma rewritten", changed.meta)])
+        owner.apply([Document("new-1", "New", "alpha kappa ledger", {"type": "fact"}, "kb")])
+        owner.apply([], [docs[9].id])
+        after = _same(_answers(owner))
+        assert after != before
+
+        assert follower.ask("answers")[0] == before  # not followed yet: the state it had
+        assert follower.ask("follow") == 3
+        answers, seen_now, _ = follower.ask("answers")
+        assert answers == after
+        assert seen_now == seen + 3
+
+        # The owner's rebuild: a new generation, CURRENT moved.
+        owner.build(_corpus(salt=" rebuilt"))
+        rebuilt = _same(_answers(owner))
+        assert follower.ask("answers")[0] == after
+        assert follower.ask("follow") == -1
+        answers, _, new_generation = follower.ask("answers")
+        assert new_generation != generation
+        assert answers == rebuilt
+    finally:
+        follower.close()
+        owner.close()
+
+
+def test_a_follower_never_writes_the_owners_files(tmp_path):
+    root = tmp_path / "index"
+    owner = _index(root)
+    owner.build(_corpus())
+    owner.apply([Document("new-1", "New", "alpha kappa ledger", {"type": "fact"}, "kb")])
+    files = _files(root)
+    generation = (root / "CURRENT").read_text().strip()
+    assert f"{generation}/{ARRAYS}" in files and f"{generation}/{SEGMENT}" in files
+    # Without dense vectors the saved arrays (taken with them) are not this follower's: it
+    # reads the rows - and must leave the owner's arrays where they are, unreplaced.
+    for dense in (True, False):
+        follower = FollowerProcess(root, dense=dense)
+        try:
+            assert follower.ask("follow") == -1
+            origin = follower.ask("origin")
+            assert origin.startswith("saved arrays" if dense else "segment rows"), origin
+        finally:
+            follower.close()
+        assert _files(root) == files
+    owner.close()

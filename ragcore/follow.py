@@ -103,24 +103,31 @@ class Follower:
             if snap is None or snap.generation != name:
                 self._open(name)
                 return -1
-            seq = snap.segment.state()[1]
-            if seq <= self._seen:
-                return 0
-            model = snap.model.clone()
-            replayed = replay(model, snap.segment, self._seen)
+            # One read transaction: the owner may write while the changes are read, and a
+            # document's manifest row and its chunks must come from the same change.
+            with snap.segment.read_transaction():
+                seq = snap.segment.state()[1]
+                if seq <= self._seen:
+                    return 0
+                model = snap.model.clone()
+                replayed = replay(model, snap.segment, self._seen)
             self._snap, self._seen = snap.with_model(model), seq
             return replayed
 
     def _open(self, name: str) -> None:
-        probe = SegmentFile(self.root / name / SEGMENT_FILE)
-        try:  # before the load: the model then holds every change up to it, maybe more
-            seq = probe.state()[1]
-        finally:
-            probe.close()
+        segment = SegmentFile(self.root / name / SEGMENT_FILE)
+        try:
+            with segment.read_transaction():  # the load reads one state of the segment
+                seq = segment.state()[1]
+                snap = Snapshot.open(
+                    self, name, None, with_dense=self.with_dense, save=False, segment=segment
+                )
+        except BaseException:
+            segment.close()
+            raise
         # The snapshot before stays readable for the searches that hold it (its segment's
         # connection closes when the last of them lets it go).
-        self._snap = Snapshot.open(self, name, None, with_dense=self.with_dense, save=False)
-        self._seen = seq
+        self._snap, self._seen = snap, seq
 
     def close(self) -> None:
         with self._lock:

@@ -20,6 +20,7 @@ taken (`ragcore.modelload`). A segment of format 2 (no `seq`) gains it when firs
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -128,6 +129,21 @@ class SegmentFile:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+    @contextlib.contextmanager
+    def read_transaction(self) -> Iterator[None]:
+        """Every read of this connection inside sees the segment as one change left it (WAL:
+        the writer, another process, goes on meanwhile). For a process that reads a segment
+        another one writes (`ragcore.follow`): its `seq`, its changed documents and their
+        chunks then agree with each other."""
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                # Nothing to commit (reads); a connection the body closed has nothing to end.
+                with contextlib.suppress(sqlite3.ProgrammingError):
+                    self._conn.execute("COMMIT")
 
     # -- meta ---------------------------------------------------------------------------------
     def meta(self) -> dict[str, Any]:

@@ -146,14 +146,16 @@ class Snapshot:
         *,
         with_dense: bool,
         save: bool = True,
+        segment: SegmentFile | None = None,
     ) -> Snapshot:
         """Read generation `name` under `owner.root` (and `server`, its Qdrant collection on the
         scale-out path, which it then owns): its segment, then its read model (`save=False`:
-        the saved arrays are read only, as a follower must - `ragcore.modelload`). Raises
+        the saved arrays are read only, as a follower must - `ragcore.modelload`; `segment`:
+        the generation's segment already open, which it then owns). Raises
         `IndexInconsistent` if the segment is unreadable or disagrees with itself or the server,
         `IndexError_` if it was built with another embedder."""
         try:
-            segment = SegmentFile(owner.root / name / SEGMENT_FILE)
+            segment = segment or SegmentFile(owner.root / name / SEGMENT_FILE)
             meta = segment.meta()
         except Exception as exc:  # missing, not SQLite, unreadable
             if server is not None:

@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ragcore import Document
+from ragcore import CachedEmbedder, Document, Follower
 from ragcore.modelload import FILE as ARRAYS
 from ragcore.segment import FILE as SEGMENT
-from tests.ragcore.test_modelload import _answers, _corpus, _index, _same
+from tests.ragcore.test_modelload import Hashing, _answers, _corpus, _index, _same
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -139,3 +139,43 @@ def test_a_follower_never_writes_the_owners_files(tmp_path):
             follower.close()
         assert _files(root) == files
     owner.close()
+
+
+def test_a_write_landing_while_the_follower_reads_the_changes_is_seen_whole_or_not_at_all(
+    tmp_path, monkeypatch
+):
+    """The owner rewrites a document between the follower's read of the changed documents and
+    its read of their chunks: the follower must not pair the old manifest row with the new
+    chunks (a snapshot that lists one chunk and holds several fails every search's check)."""
+    root = tmp_path / "index"
+    owner = _index(root)
+    docs = _corpus()
+    owner.build(docs)
+    follower = Follower(root, CachedEmbedder(Hashing(), None), max_chars=400)
+    try:
+        assert follower.follow() == -1
+        x = docs[3]
+        owner.apply([Document(x.id, x.title, "alpha short", x.meta, x.source)])  # one chunk
+        first = _same(_answers(owner))
+        segment = follower.current_snapshot().segment
+        real, wrote = segment.chunk_rows, []
+
+        def owner_writes_first(doc_ids, with_dense=True):
+            if not wrote:  # the owner's second write lands in the middle of the replay
+                long = "\n\n".join(f"## Part {k}\n" + "omega sigma " * 40 for k in range(4))
+                owner.apply([Document(x.id, x.title, long, x.meta, x.source)])
+                wrote.append(x.id)
+            return real(doc_ids, with_dense)
+
+        monkeypatch.setattr(segment, "chunk_rows", owner_writes_first)
+        assert follower.follow() == 1
+        assert wrote == [x.id]
+        snap = follower.current_snapshot()
+        assert snap.check().consistent, snap.check().problems
+        assert _same(_answers(snap)) == first  # the first write, whole
+        assert follower.follow() == 1  # then the second
+        assert _same(_answers(follower.current_snapshot())) == _same(_answers(owner))
+        assert follower.current_snapshot().doc(x.id).chunks > 1
+    finally:
+        follower.close()
+        owner.close()

@@ -11,20 +11,25 @@ copy-on-write clone of its read model and published by one assignment, as the ow
 publishes its own. So a search in the follower after the owner's reply to a write sees that
 write - whole, or (before `follow`) not at all.
 
-The follower writes nothing to the index folder: the saved arrays are read, never removed or
-replaced (`load_model(save=False)`), and no dense graph is built (above `ann.EXACT_BELOW` it
-uses the owner's saved graph when it fits, else the exact scan). The one file it may write
-is the saved arrays' check stamp (ADR 0026), which describes the owner's file as it is.
+The follower writes nothing to the index folder: the segment is opened read-only (`mode=ro`:
+no checkpoint of the owner's WAL when it closes, no upgrade of an older segment), the saved
+arrays are read, never removed or replaced (`load_model(save=False)`), and no dense graph is
+built (above `ann.EXACT_BELOW` it uses the owner's saved graph when it fits at the open, else
+the exact scan - a graph the owner saves later is not picked up yet). The files it may
+write: the saved arrays' check stamp (ADR 0026), which describes the owner's file as it is,
+and - opening a segment no one has open - SQLite's empty WAL file, as the owner's open makes.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+import time
 from pathlib import Path
 
 from ragcore.documents import DEFAULT_MAX_CHARS
 from ragcore.embedding import Embedder
-from ragcore.errors import IndexError_
+from ragcore.errors import IndexError_, IndexInconsistent
 from ragcore.index import live_generation
 from ragcore.modelload import replay
 from ragcore.segment import FILE as SEGMENT_FILE
@@ -33,6 +38,8 @@ from ragcore.snapshot import REBUILD_HINT, Snapshot
 from ragcore.tokenizer import Tokenizer
 
 __all__ = ["Follower"]
+
+RETIRE_AFTER_S = 60.0  # a replaced generation's segment stays open this long for its readers
 
 
 class Follower:
@@ -48,6 +55,7 @@ class Follower:
         tokenizer: Tokenizer | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
         with_dense: bool = True,
+        retire_after_s: float = RETIRE_AFTER_S,
     ):
         self.root = Path(root)
         self.embedder = embedder
@@ -57,6 +65,8 @@ class Follower:
         self._lock = threading.Lock()
         self._snap: Snapshot | None = None
         self._seen = 0  # every change up to this seq is in the snapshot's model
+        self.retire_after_s = retire_after_s
+        self._retired: list[tuple[float, SegmentFile]] = []  # (replaced at, its segment)
 
     # -- the Owner protocol a snapshot asks for -------------------------------------------
     def current(self) -> str | None:
@@ -93,12 +103,13 @@ class Follower:
     def follow(self) -> int:
         """Catch up with the owner: the number of changes replayed, or -1 when a generation was
         opened (the first call, or the owner switched to a new one). Raises `IndexError_` if
-        there is no index, and what `Snapshot.open` raises for a generation it cannot read
-        (the snapshot before stays published)."""
+        there is no index, `IndexInconsistent` for a generation it cannot read (the snapshot
+        before stays published)."""
         with self._lock:
             name = self.current()
             if name is None:
                 raise IndexError_(f"no index under {self.root}", REBUILD_HINT)
+            self._close_retired(time.monotonic() - self.retire_after_s)
             snap = self._snap
             if snap is None or snap.generation != name:
                 self._open(name)
@@ -115,9 +126,28 @@ class Follower:
             return replayed
 
     def _open(self, name: str) -> None:
-        segment = SegmentFile(self.root / name / SEGMENT_FILE)
+        path = self.root / name / SEGMENT_FILE
+        try:
+            segment = SegmentFile(path, read_only=True)
+        except (OSError, sqlite3.Error) as exc:  # missing, unreadable
+            raise IndexInconsistent(
+                f"generation {name} has no readable segment ({type(exc).__name__}: {exc})",
+                REBUILD_HINT,
+            ) from exc
         try:
             with segment.read_transaction():  # the load reads one state of the segment
+                try:
+                    meta = segment.meta()
+                except sqlite3.Error as exc:  # not SQLite, or not a segment
+                    raise IndexInconsistent(
+                        f"generation {name} has no readable segment ({exc})", REBUILD_HINT
+                    ) from exc
+                if meta.get("uid") is None:  # an older format: its owner gives it change numbers
+                    raise IndexInconsistent(
+                        f"generation {name} has no change numbers yet (a segment of an older "
+                        "format): its owner adds them when it opens it",
+                        "start the index's owner (the daemon) first, or rebuild the index",
+                    )
                 seq = segment.state()[1]
                 snap = Snapshot.open(
                     self, name, None, with_dense=self.with_dense, save=False, segment=segment
@@ -125,12 +155,25 @@ class Follower:
         except BaseException:
             segment.close()
             raise
-        # The snapshot before stays readable for the searches that hold it (its segment's
-        # connection closes when the last of them lets it go).
+        # The snapshot before stays readable for the searches that hold it, for
+        # `retire_after_s`; then its segment is closed (not left to the garbage collector:
+        # an open file keeps a removed generation's disk space, and on Windows the folder).
+        if self._snap is not None:
+            self._retired.append((time.monotonic(), self._snap.segment))
         self._snap, self._seen = snap, seq
+
+    def _close_retired(self, before: float) -> None:
+        keep = []
+        for at, segment in self._retired:
+            if at <= before:
+                segment.close()
+            else:
+                keep.append((at, segment))
+        self._retired = keep
 
     def close(self) -> None:
         with self._lock:
             snap, self._snap = self._snap, None
+            self._close_retired(float("inf"))
         if snap is not None:
             snap.segment.close()

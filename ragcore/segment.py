@@ -86,11 +86,20 @@ def _blob(a: np.ndarray, dtype: str) -> bytes:
 
 
 class SegmentFile:
-    def __init__(self, path: Path, *, create: bool = False):
+    """`read_only`: for a process that reads a segment another one owns (`ragcore.follow`):
+    SQLite opens it `mode=ro`, so nothing is written - not the change tracking an older
+    segment lacks, and not the checkpoint that the last connection to close otherwise runs
+    (copying the owner's WAL into the file and deleting it)."""
+
+    def __init__(self, path: Path, *, create: bool = False, read_only: bool = False):
         self.path = Path(path)
         if not create and not self.path.is_file():
             raise FileNotFoundError(self.path)
         self._lock = threading.RLock()
+        if read_only:
+            uri = self.path.resolve().as_uri() + "?mode=ro"
+            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=60)
+            return
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")

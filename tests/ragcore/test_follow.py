@@ -5,12 +5,15 @@ and it never writes the owner's files."""
 from __future__ import annotations
 
 import pickle
+import sqlite3
 import struct
 import subprocess
 import sys
 from pathlib import Path
 
-from ragcore import CachedEmbedder, Document, Follower
+import pytest
+
+from ragcore import CachedEmbedder, Document, Follower, IndexInconsistent
 from ragcore.modelload import FILE as ARRAYS
 from ragcore.segment import FILE as SEGMENT
 from tests.ragcore.test_modelload import Hashing, _answers, _corpus, _index, _same
@@ -124,9 +127,9 @@ def test_a_follower_never_writes_the_owners_files(tmp_path):
     owner = _index(root)
     owner.build(_corpus())
     owner.apply([Document("new-1", "New", "alpha kappa ledger", {"type": "fact"}, "kb")])
-    files = _files(root)
     generation = (root / "CURRENT").read_text().strip()
-    assert f"{generation}/{ARRAYS}" in files and f"{generation}/{SEGMENT}" in files
+    files = _files(root)
+    assert f"{generation}/{ARRAYS}" in files and f"{generation}/{SEGMENT}-wal" in files
     # Without dense vectors the saved arrays (taken with them) are not this follower's: it
     # reads the rows - and must leave the owner's arrays where they are, unreplaced.
     for dense in (True, False):
@@ -138,7 +141,79 @@ def test_a_follower_never_writes_the_owners_files(tmp_path):
         finally:
             follower.close()
         assert _files(root) == files
+    # The owner gone first, the follower is the last to close the segment: a writable
+    # connection would then checkpoint the owner's WAL into the file and delete it.
+    follower = FollowerProcess(root)
+    try:
+        assert follower.ask("follow") == -1
+        owner.close()
+        files = _files(root)
+        assert f"{generation}/{SEGMENT}-wal" in files
+    finally:
+        follower.close()
+    assert _files(root) == files
+
+
+def test_a_segment_without_change_numbers_is_refused_unchanged(tmp_path):
+    """A segment of an older format (no `uid`, no `seq`) is upgraded by its owner when it
+    opens it; a follower must not do it behind the owner's back (the two would race)."""
+    root = tmp_path / "index"
+    owner = _index(root)
+    owner.build(_corpus())
     owner.close()
+    path = root / (root / "CURRENT").read_text().strip() / SEGMENT
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM meta WHERE key = 'uid'")
+    db.close()
+    files = _files(root)
+    follower = Follower(root, CachedEmbedder(Hashing(), None), max_chars=400)
+    with pytest.raises(IndexInconsistent, match="no change numbers") as err:
+        follower.follow()
+    assert "owner" in err.value.fix
+    follower.close()
+    after = _files(root)
+    # SQLite's read-only open of a WAL file no one has open makes an empty WAL beside it (what
+    # the owner's own open makes); nothing else may differ.
+    wal = f"{path.parent.name}/{SEGMENT}-wal"
+    assert after.pop(wal, (0, 0, 0))[1] == 0
+    assert after == files
+
+
+def test_a_generation_the_follower_cannot_read_is_named_with_the_fix(tmp_path):
+    root = tmp_path / "index"
+    owner = _index(root)
+    owner.build(_corpus())
+    owner.close()
+    follower = Follower(root, CachedEmbedder(Hashing(), None), max_chars=400)
+    (root / "gen-000009").mkdir()
+    (root / "CURRENT").write_text("gen-000009")
+    with pytest.raises(IndexInconsistent, match="gen-000009 has no readable segment"):
+        follower.follow()
+    (root / "gen-000009" / SEGMENT).write_bytes(b"not a database at all" * 100)
+    with pytest.raises(IndexInconsistent, match="gen-000009 has no readable segment") as err:
+        follower.follow()
+    assert "rebuild" in err.value.fix
+
+
+def test_a_replaced_generation_stays_readable_then_is_closed(tmp_path):
+    root = tmp_path / "index"
+    owner = _index(root)
+    owner.build(_corpus())
+    follower = Follower(root, CachedEmbedder(Hashing(), None), max_chars=400)
+    try:
+        follower.follow()
+        held = follower.current_snapshot()  # a search in flight holds it
+        owner.build(_corpus(salt=" second"))
+        assert follower.follow() == -1
+        assert _answers(held)  # still readable: its segment is open for RETIRE_AFTER_S
+        follower.retire_after_s = 0.0
+        owner.build(_corpus(salt=" third"))
+        assert follower.follow() == -1
+        with pytest.raises(sqlite3.ProgrammingError):  # closed, not left to the collector
+            held.segment.meta()
+    finally:
+        follower.close()
+        owner.close()
 
 
 def test_a_write_landing_while_the_follower_reads_the_changes_is_seen_whole_or_not_at_all(

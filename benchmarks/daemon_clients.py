@@ -24,7 +24,7 @@ from daemon_home import Text, bench_env, cpu_s, pct, reset_home
 from memory_agent.client import DaemonClient
 from memory_agent.serve.session import ProxySession
 
-__all__ = ["measure_clients", "report_clients"]
+__all__ = ["machine_busy_s", "measure_clients", "report_clients", "searchers"]
 
 
 def _client_loop(
@@ -68,7 +68,31 @@ def _client_loop(
         s.close()
 
 
-def _machine_busy_s() -> float:
+def searchers(
+    targets: list[tuple[Path, dict[str, str]]],
+    clients: int,
+    queries: list[str],
+    start: threading.Barrier,
+    stop_at: list[float],
+    out: dict[str, list[float]],
+    failures: list[str],
+) -> list[threading.Thread]:
+    """`clients` closed-loop searchers (not started), client c on daemon `targets[c % n]`
+    (its home and environment), each with its own share of `queries`."""
+    threads = []
+    for c in range(clients):
+        home, env = targets[c % len(targets)]
+        mine = queries[c::clients] or queries
+        work = [("memory_search", {"query": q, "limit": 8}) for q in mine]
+        threads.append(
+            threading.Thread(
+                target=_client_loop, args=(home, env, work, start, stop_at, out, failures)
+            )
+        )
+    return threads
+
+
+def machine_busy_s() -> float:
     """CPU seconds the whole machine has spent not idle (every core, every process)."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
@@ -90,17 +114,9 @@ def concurrent_window(
     machine's load average at its start (the daemon serves nothing else meanwhile)."""
     out: dict[str, list[float]] = {"memory_search": [], "memory_add": [], "proxy_cpu_s": []}
     failures: list[str] = []
-    threads = []
     start = threading.Barrier(clients + int(writer) + 1)
     stop_at = [float("inf")]
-    for c in range(clients):
-        mine = queries[c::clients] or queries
-        work = [("memory_search", {"query": q, "limit": 8}) for q in mine]
-        threads.append(
-            threading.Thread(
-                target=_client_loop, args=(home, env, work, start, stop_at, out, failures)
-            )
-        )
+    threads = searchers([(home, env)], clients, queries, start, stop_at, out, failures)
     if writer:
         text.rng.seed(seed)
         adds = []
@@ -118,12 +134,12 @@ def concurrent_window(
     began = time.perf_counter()
     stop_at[0] = began + duration
     load, cpu_before = os.getloadavg()[0], cpu_s(daemon_pid) if daemon_pid else 0.0
-    busy_before = _machine_busy_s()
+    busy_before = machine_busy_s()
     for th in threads:
         th.join()
     wall = time.perf_counter() - began
     cpu = cpu_s(daemon_pid) - cpu_before if daemon_pid else float("nan")
-    busy = _machine_busy_s() - busy_before
+    busy = machine_busy_s() - busy_before
     searches, adds_ms = out["memory_search"], out["memory_add"]
     row = {
         "search_p50_ms": pct(searches, 0.5) if searches else float("nan"),

@@ -5,7 +5,7 @@ over copies of one home, ten closed-loop clients (README.md here has the questio
 
 HOME is a benchmark home (`benchmarks/daemon.py --entries 10000 --keep-index --work W` makes
 W/home-10000, its embedding cache W/cache). The copy is made once, beside it (HOME-copy), and
-reused. Prints one JSON line per window and a table per round.
+reused. Prints one JSON line per window, and per round its ratios (on stderr).
 """
 
 from __future__ import annotations
@@ -23,24 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "experiments" / "concurrency"), str(ROOT)]
 
-from daemon_clients import _client_loop, _machine_busy_s  # noqa: E402
-from daemon_home import Text, cpu_s, pct  # noqa: E402
+from daemon_clients import machine_busy_s, searchers  # noqa: E402
+from daemon_home import Text, bench_env, cpu_s, pct  # noqa: E402
 from inprocess import demo_home  # noqa: E402
 
 from memory_agent.client import DaemonClient  # noqa: E402
-
-
-def env_of(home: Path, cache: Path) -> dict[str, str]:
-    env = dict(
-        os.environ,
-        MEMORY_AGENT_HOME=str(home),
-        MEMORY_AGENT_EMBEDDER="minilm",
-        MEMORY_AGENT_CACHE=str(cache),
-        MEMORY_AGENT_IDLE_EXIT="0",
-        MEMORY_AGENT_START_TIMEOUT="3600",
-    )
-    os.environ.update({k: env[k] for k in ("MEMORY_AGENT_CACHE", "MEMORY_AGENT_IDLE_EXIT")})
-    return env
 
 
 def copy_home(home: Path) -> Path:
@@ -71,28 +58,20 @@ def window(
     failures: list[str] = []
     start = threading.Barrier(clients + 1)
     stop_at = [float("inf")]
-    threads = []
-    for c in range(clients):
-        home, env, _ = homes[c % len(homes)]
-        mine = queries[c::clients] or queries
-        work = [("memory_search", {"query": q, "limit": 8}) for q in mine]
-        threads.append(
-            threading.Thread(
-                target=_client_loop, args=(home, env, work, start, stop_at, out, failures)
-            )
-        )
+    targets = [(home, env) for home, env, _ in homes]
+    threads = searchers(targets, clients, queries, start, stop_at, out, failures)
     for th in threads:
         th.start()
     start.wait(timeout=600)
     began = time.perf_counter()
     stop_at[0] = began + duration
     cpu_before = [cpu_s(pid) for _, _, pid in homes]
-    busy_before = _machine_busy_s()
+    busy_before = machine_busy_s()
     for th in threads:
         th.join()
     wall = time.perf_counter() - began
     cpu = sum(cpu_s(pid) for _, _, pid in homes) - sum(cpu_before)
-    busy = _machine_busy_s() - busy_before
+    busy = machine_busy_s() - busy_before
     searches = out["memory_search"]
     for f in failures[:3]:
         print(f"  failure: {f}", file=sys.stderr)
@@ -112,7 +91,6 @@ def window(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("home", type=Path, nargs="?", help="a benchmark home, e.g. W/home-10000")
-    parser.add_argument("--cache", type=Path, help="its embedding cache (default: W/cache)")
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--duration", type=float, default=8.0, help="seconds per window")
     parser.add_argument("--runs", type=int, default=3, help="rounds, each all three settings")
@@ -120,16 +98,18 @@ def main() -> None:
     args = parser.parse_args()
     if args.tiny:
         args.home = Path(demo_home("two-daemons-"))
-        args.cache, args.clients, args.duration, args.runs = args.home / "cache", 2, 1.0, 1
+        args.clients, args.duration, args.runs = 2, 1.0, 1
     elif not args.home:
         parser.error("give a HOME (or --tiny)")
     home = args.home.resolve()
-    cache = (args.cache or home.parent / "cache").resolve()
+    # The embedding cache the home was built with: W/cache beside a benchmark home, the demo
+    # home's own cache folder for --tiny (shared by the copy: read-only after the build).
+    work = argparse.Namespace(work=home if args.tiny else home.parent)
     if not (home / "kb" / ".git").is_dir():
         sys.exit(f"{home}: not a benchmark home (no kb/.git); make one with benchmarks/daemon.py")
     queries = Text().queries[:200]
     copy = copy_home(home)
-    envs = [env_of(home, cache), env_of(copy, cache)]
+    envs = [bench_env(home, work), bench_env(copy, work)]
     daemons = []
     for h, env in zip((home, copy), envs, strict=True):
         os.environ["MEMORY_AGENT_HOME"] = str(h)

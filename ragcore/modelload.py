@@ -186,19 +186,17 @@ def _load(
         why = "no saved arrays"
     except Exception as exc:  # damaged, stale or unreadable: never used, whatever the cause
         why = f"saved arrays not used: {exc}"
-    if not save:  # the owner's file: read, never touched
-        return ReadModel.from_arrays(
-            from_segment(segment, dim, with_dense)
-        ), f"segment rows ({why})"
-    with contextlib.suppress(FileNotFoundError):
-        saved.unlink()  # a failed save below must not leave the stale file for the next open
+    if save:  # without: another process's file, read and never touched (`ragcore.follow`)
+        with contextlib.suppress(FileNotFoundError):
+            saved.unlink()  # a failed save below must not leave the stale file for the next open
     arrays = from_segment(segment, dim, with_dense)
     model = ReadModel.from_arrays(arrays)
-    try:
-        _save(saved, arrays, {**key, "seq": seq})
-        model.arrays_key = {"uid": uid, "seq": seq}
-    except (OSError, ValueError) as exc:  # ValueError: a value marshal cannot write
-        why += f"; not saved ({exc})"
+    if save:
+        try:
+            _save(saved, arrays, {**key, "seq": seq})
+            model.arrays_key = {"uid": uid, "seq": seq}
+        except (OSError, ValueError) as exc:  # ValueError: a value marshal cannot write
+            why += f"; not saved ({exc})"
     return model, f"segment rows ({why})"
 
 

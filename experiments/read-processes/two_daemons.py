@@ -42,7 +42,11 @@ def copy_home(home: Path) -> Path:
         symlinks=True,
         ignore=shutil.ignore_patterns("*.sock", "*.pid", "*.lock", "daemon.log", "run"),
     )
-    subprocess.run(["git", "-C", str(copy / "kb"), "status", "--short"], check=True)
+    # git's index holds the stat data of the files it was made beside: refreshed here, once,
+    # not by the copy's daemon in a measured window (and not onto stdout, the JSON lines)
+    subprocess.run(
+        ["git", "-C", str(copy / "kb"), "status", "--short"], check=True, capture_output=True
+    )
     return copy
 
 

@@ -25,6 +25,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -128,24 +129,14 @@ class OnnxMiniLM:
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_LENGTH)
         self.tokenizer.no_padding()
-        sessions = []
-        plan = [(onnx_file, 1), (onnx_file, max(1, os.cpu_count() or 1))]
-        if query_file is not None:
-            plan.append((query_file, 1))
-        for graph, threads in plan:
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-            # An idle pool thread does not spin waiting for the next run: spinning burned the
-            # core a search needed while a write embedded (a lone searcher's p95 beside a
-            # writer, 10,000 entries: 1.8x idle, against 1.9-2.0x; bulk embedding unchanged;
-            # experiments/concurrency round 4).
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            sessions.append(
-                ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
-            )
-        self._single, self._batch = sessions[:2]  # float: what a document is embedded with
-        self._query = sessions[-1] if query_file is not None else self._single
+        self._ort = ort
+        self._onnx_file = onnx_file
+        self._sessions: dict[tuple[Path, int], Any] = {}
+        self._sessions_lock = threading.Lock()
+        # The graph queries run on is opened now; the float graph's sessions for documents when
+        # the first document is embedded: a process that only searches (a reader, ADR 0028)
+        # never holds them (two sessions of the float graph: ~200 MB).
+        self._query = self._session(query_file or onnx_file, 1)
         # The int8 graph quantises its activations with one scale per run: a query run beside
         # others would get a vector that depends on them. So each of its queries runs alone,
         # on its caller's thread (runs release the GIL: two cores run two queries); the float
@@ -159,6 +150,27 @@ class OnnxMiniLM:
         self._leading = False  # a caller is running the model for the pending queries
         self._shrink = ort.RunOptions()
         self._shrink.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+
+    def _session(self, graph: Path, threads: int):
+        """The ONNX Runtime session of `graph` on `threads` threads, opened once."""
+        key = (graph, threads)
+        session = self._sessions.get(key)
+        if session is not None:
+            return session
+        with self._sessions_lock:
+            if key not in self._sessions:
+                options = self._ort.SessionOptions()
+                options.intra_op_num_threads = threads
+                options.inter_op_num_threads = 1
+                # An idle pool thread does not spin waiting for the next run: spinning burned
+                # the core a search needed while a write embedded (a lone searcher's p95 beside
+                # a writer, 10,000 entries: 1.8x idle, against 1.9-2.0x; bulk embedding
+                # unchanged; experiments/concurrency round 4).
+                options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+                self._sessions[key] = self._ort.InferenceSession(
+                    str(graph), options, providers=["CPUExecutionProvider"]
+                )
+            return self._sessions[key]
 
     def _encode(self, texts: Sequence[str], session, run_options=None) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(list(texts))
@@ -228,13 +240,14 @@ class OnnxMiniLM:
         if len(texts) <= 2 and sum(map(len, texts)) <= 400:
             # a short new entry: the one-thread session waits for no busy core (a 100-word
             # entry embeds in ~23 ms on two threads against ~41 ms on one, so those go on)
-            return self._encode(list(texts), self._single)
+            return self._encode(list(texts), self._session(self._onnx_file, 1))
         # Batches of similar length pad less: sort by length, embed, put back in order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.zeros((len(texts), 384), dtype=np.float32)
+        batch = self._session(self._onnx_file, max(1, os.cpu_count() or 1))
         for start in range(0, len(order), batch_size):
             part = order[start : start + batch_size]
-            out[part] = self._encode([texts[i] for i in part], self._batch, self._shrink)
+            out[part] = self._encode([texts[i] for i in part], batch, self._shrink)
         _trim()
         return out
 

@@ -248,11 +248,27 @@ def test_the_model_sessions_never_spin_waiting_for_work(minilm, minilm_int8):
     """The daemon shares two cores between a search's query run and a write's embedding: no
     session's idle thread may spin on a core waiting for its next run."""
     float_only, with_int8 = minilm._load_onnx(), minilm_int8._load_onnx()
-    assert with_int8._query is not with_int8._single  # the int8 graph's own session
+    assert with_int8._query is not with_int8._session(with_int8._onnx_file, 1)  # int8's own
     for onnx in (float_only, with_int8):
-        for session in (onnx._single, onnx._query, onnx._batch):
+        single, batch = onnx._session(onnx._onnx_file, 1), onnx._session(onnx._onnx_file, 2)
+        for session in (single, onnx._query, batch):
             options = session.get_session_options()
             assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
+def test_a_process_that_only_searches_never_opens_the_float_graph_for_documents(minilm_int8):
+    """A reader process (ADR 0028) embeds queries only: the int8 query graph is all it opens;
+    the float graph's sessions (~200 MB) open with the first document embedded."""
+    from ragcore.onnx_minilm import OnnxMiniLM
+
+    loaded = minilm_int8._load_onnx()
+    (query_graph,) = {graph for graph, _ in loaded._sessions if graph != loaded._onnx_file}
+    fresh = OnnxMiniLM(minilm_int8._weights_dir(), loaded._onnx_file, query_graph)
+    fresh.query("how do we run migrations")
+    assert set(fresh._sessions) == {(query_graph, 1)}
+    vectors = fresh.documents(["a short entry"] * 3)
+    assert vectors.shape == (3, 384) and (loaded._onnx_file, 1) not in fresh._sessions
+    assert len(fresh._sessions) == 2  # the batch session (more than two short texts)
 
 
 def test_a_failed_combined_run_fails_each_of_its_queries_and_the_next_query_runs(minilm):

@@ -15,7 +15,7 @@ The follower writes nothing to the index folder: the segment is opened read-only
 no checkpoint of the owner's WAL when it closes, no upgrade of an older segment), the saved
 arrays are read, never removed or replaced (`load_model(save=False)`), and no dense graph is
 built (above `ann.EXACT_BELOW` it uses the owner's saved graph when it fits at the open, else
-the exact scan - a graph the owner saves later is not picked up yet). The files it may
+the exact scan until the owner saves it: each follow looks for it, one stat). The files it may
 write: the saved arrays' check stamp (ADR 0026), which describes the owner's file as it is,
 and - opening a segment no one has open - SQLite's empty WAL file, as the owner's open makes.
 """
@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from ragcore import ann
 from ragcore.documents import DEFAULT_MAX_CHARS
 from ragcore.embedding import Embedder
 from ragcore.errors import IndexError_, IndexInconsistent
@@ -67,6 +68,8 @@ class Follower:
         self._seen = 0  # every change up to this seq is in the snapshot's model
         self.retire_after_s = retire_after_s
         self._retired: list[tuple[float, SegmentFile]] = []  # (replaced at, its segment)
+        self._opened_rows = None  # the base rows the generation was opened with
+        self._graph_stamp: int | None = None  # the owner's saved graph, as last looked at
 
     # -- the Owner protocol a snapshot asks for -------------------------------------------
     def current(self) -> str | None:
@@ -85,6 +88,11 @@ class Follower:
     def seen(self) -> int:
         """The owner's last change (`seq`) this follower's snapshot holds."""
         return self._seen
+
+    @property
+    def held(self) -> Snapshot | None:
+        """The snapshot as of the last `follow`, None before the first (opens nothing)."""
+        return self._snap
 
     def current_snapshot(self) -> Snapshot:
         """The snapshot as of the last `follow` (opens the index the first time)."""
@@ -114,6 +122,8 @@ class Follower:
             if snap is None or snap.generation != name:
                 self._open(name)
                 return -1
+            self._pick_up_graph()
+            snap = self._snap
             # One read transaction: the owner may write while the changes are read, and a
             # document's manifest row and its chunks must come from the same change.
             with snap.segment.read_transaction():
@@ -124,6 +134,30 @@ class Follower:
                 replayed = replay(model, snap.segment, self._seen)
             self._snap, self._seen = snap.with_model(model), seq
             return replayed
+
+    def _pick_up_graph(self) -> None:
+        """The dense graph the owner saved after this generation was opened here (it builds
+        one in the background above `ann.EXACT_BELOW` chunks), attached once it is on disk -
+        if it was built from the saved arrays this model's base rows are (their key)."""
+        snap = self._snap
+        assert snap is not None
+        model = snap.model
+        key = model.arrays_key
+        if key is None or not ann.wanted(model) or model.base_rows is not self._opened_rows:
+            return
+        path = self.root / snap.generation / ann.FILE
+        try:
+            stamp = path.stat().st_mtime_ns
+        except OSError:
+            return
+        if stamp == self._graph_stamp:
+            return
+        self._graph_stamp = stamp
+        graph = ann.open_graph(path, key)
+        if graph is not None:
+            clone = model.clone()
+            clone.attach_graph(graph)
+            self._snap = snap.with_model(clone)
 
     def _open(self, name: str) -> None:
         path = self.root / name / SEGMENT_FILE
@@ -161,6 +195,7 @@ class Follower:
         if self._snap is not None:
             self._retired.append((time.monotonic(), self._snap.segment))
         self._snap, self._seen = snap, seq
+        self._opened_rows, self._graph_stamp = snap.model.base_rows, None
 
     def _close_retired(self, before: float) -> None:
         keep = []

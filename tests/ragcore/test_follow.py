@@ -254,3 +254,42 @@ def test_a_write_landing_while_the_follower_reads_the_changes_is_seen_whole_or_n
     finally:
         follower.close()
         owner.close()
+
+
+def test_a_dense_graph_the_owner_saves_later_is_picked_up(tmp_path, monkeypatch):
+    """Above `ann.EXACT_BELOW` chunks the owner builds its dense graph in the background after
+    an open; a follower that opened before the graph was on disk scans exactly until then, and
+    takes the graph at its first follow after the owner saved it (thresholds scaled down)."""
+    import os
+
+    from ragcore import Index, ann, dense
+    from tests.ragcore.test_dense_graph import Clustered, docs, wait_for_graph
+
+    monkeypatch.setattr(ann, "EXACT_BELOW", 1000)
+    monkeypatch.setattr(dense, "EXACT_BELOW", 1000)
+    root = tmp_path / "index"
+    owner = Index(root, CachedEmbedder(Clustered(), None))
+    owner.build(docs(0, 3000))
+    snap = wait_for_graph(owner)
+    graph = root / snap.generation / ann.FILE
+    saved = [graph, graph.with_name(graph.name + ".json")]
+    for path in saved:  # not on disk yet when the follower opens
+        os.replace(path, path.with_name(path.name + ".later"))
+    follower = Follower(root, CachedEmbedder(Clustered(), None))
+    try:
+        follower.follow()
+        assert follower.current_snapshot().model.graph is None  # exact meanwhile
+        follower.follow()
+        assert follower.current_snapshot().model.graph is None
+        for path in saved:  # the owner's save lands
+            os.replace(path.with_name(path.name + ".later"), path)
+        follower.follow()
+        picked = follower.current_snapshot()
+        assert picked.model.graph is not None and len(picked.model.graph) == 3000
+        query = follower.embedder.embed_query("q1").dense
+        mine = [picked.doc_of(c) for c, _ in picked.channels(None).dense(query, 10)]
+        theirs = [snap.doc_of(c) for c, _ in snap.channels(None).dense(query, 10)]
+        assert mine == theirs
+    finally:
+        follower.close()
+        owner.close()

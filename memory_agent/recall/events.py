@@ -23,6 +23,11 @@ files, same state): a corrupt line is skipped and counted, never fatal; a read e
 middle of a file keeps what was read before it. Events are derived data: deleting `events/`
 loses the learned ranking, never a memory.
 
+A daemon and its reader processes (ADR 0028) each log to their own file and fold each other's:
+`EventTail` reads the other processes' plain files as they grow, from where its last read
+stopped, complete lines only (a line being written is read once it is whole); `fold` with a
+tail records where it stopped in each, so no event is counted twice.
+
 `compact` gzips the files of finished sessions, streaming, crash-safe
 (`memory_agent.files.gzip_to`): the compressed copy is written to a temp name unique to the
 process, fsynced, renamed to `<name>.jsonl.gz`, and only then is the plain file removed. If a
@@ -55,6 +60,7 @@ __all__ = [
     "LOOK_CALLER",
     "EntryStats",
     "EventLog",
+    "EventTail",
     "FoldReport",
     "apply_event",
     "compact",
@@ -165,36 +171,101 @@ def _lines(path: Path) -> Iterator[str]:
             yield from fh
 
 
-def read_events(folder: Path, report: FoldReport | None = None) -> list[dict[str, Any]]:
+def read_events(
+    folder: Path, report: FoldReport | None = None, tail: EventTail | None = None
+) -> list[dict[str, Any]]:
     """Every event of the folder's files (a `.jsonl` with a `.gz` twin is read once), ordered
     by time (then by file order) so last-write-wins does not depend on file names. Corrupt
-    lines and unreadable files are counted in `report`, if given, and skipped."""
+    lines and unreadable files are counted in `report`, if given, and skipped. With `tail`, a
+    plain file is read up to its last complete line and the tail starts there (its own file,
+    `tail.own`, is not read)."""
     report = report if report is not None else FoldReport()
     events: list[dict[str, Any]] = []
     for path in _event_files(folder):
+        if tail is not None and not path.name.endswith(".gz"):
+            if path.name != tail.own:
+                report.files += 1
+                events.extend(tail.read_file(path, report))
+            continue
         report.files += 1
         try:
             for line in _lines(path):
-                if not line.strip():
-                    continue
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    report.corrupt_lines += 1
-                    continue
-                if isinstance(event, dict):
-                    events.append(event)
-                else:
-                    report.corrupt_lines += 1
+                _parse(line, events, report)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:  # keep what was read
             report.read_errors.append(f"{path.name}: {exc}")
     events.sort(key=lambda e: e.get("ts") if isinstance(e.get("ts"), (int, float)) else 0.0)
     return events
 
 
-def fold(folder: Path) -> FoldReport:
+def _parse(line: str, events: list[dict[str, Any]], report: FoldReport) -> None:
+    if not line.strip():
+        return
+    try:
+        event = json.loads(line)
+    except ValueError:
+        report.corrupt_lines += 1
+        return
+    if isinstance(event, dict):
+        events.append(event)
+    else:
+        report.corrupt_lines += 1
+
+
+class EventTail:
+    """The other processes' plain files of `folder`, read as they grow: each read takes the
+    complete lines appended since the last one. `own`: this process's file's name (never
+    read: its events are folded as they are logged). Not thread-safe: one reader at a time."""
+
+    def __init__(self, folder: Path, own: str):
+        self.folder = folder
+        self.own = own
+        self.offsets: dict[str, int] = {}  # file name -> bytes read (up to a newline)
+
+    def read_file(self, path: Path, report: FoldReport) -> list[dict[str, Any]]:
+        """The events appended to `path` since the last read of it (complete lines)."""
+        start = self.offsets.get(path.name, 0)
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(start)
+                data = fh.read()
+        except OSError as exc:
+            report.read_errors.append(f"{path.name}: {exc}")
+            return []
+        whole = data.rfind(b"\n") + 1  # a line still being written is read next time
+        self.offsets[path.name] = start + whole
+        events: list[dict[str, Any]] = []
+        for line in data[:whole].decode("utf-8", "replace").splitlines():
+            _parse(line, events, report)
+        return events
+
+    def new_events(self, report: FoldReport | None = None) -> list[dict[str, Any]]:
+        """What the other processes appended since the last read, ordered by time. A file
+        compacted since (a `.gz` twin) was read whole before: a process's file is compacted a
+        day after its last line."""
+        report = report if report is not None else FoldReport()
+        events: list[dict[str, Any]] = []
+        try:
+            entries = list(os.scandir(self.folder))
+        except OSError:
+            return []
+        for entry in entries:
+            name = entry.name
+            if not name.endswith(".jsonl") or name == self.own:
+                continue
+            try:
+                size = entry.stat().st_size
+            except OSError:
+                continue
+            if size > self.offsets.get(name, 0):
+                events.extend(self.read_file(Path(entry.path), report))
+        events.sort(key=lambda e: e.get("ts") if isinstance(e.get("ts"), (int, float)) else 0.0)
+        return events
+
+
+def fold(folder: Path, tail: EventTail | None = None) -> FoldReport:
+    """Every event of the folder folded into per-entry stats (`tail`: see `read_events`)."""
     report = FoldReport()
-    events = read_events(folder, report)
+    events = read_events(folder, report, tail)
     for event in events:
         if apply_event(report.stats, event):
             report.events += 1

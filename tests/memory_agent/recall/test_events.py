@@ -111,3 +111,26 @@ def test_a_crash_before_the_rename_leaves_a_temp_that_is_ignored_and_cleaned(tmp
     assert fold(tmp_path).stats["x"].recall_count == 1
     compact(tmp_path, older_than_s=10**9)
     assert not tmp.exists() and plain.exists()
+
+
+def test_a_tail_folds_what_other_processes_append_once_each_and_never_its_own(tmp_path):
+    """A daemon and its readers (ADR 0028) fold each other's files as they grow: the fold at
+    start and each catch-up take every complete line once; a line being written waits until
+    it is whole; the process's own file is never read (its events are folded as logged)."""
+    from memory_agent.recall.events import EventTail, apply_event
+
+    other = _write(tmp_path, "other.jsonl", [recall("x"), recall("x")])
+    _write(tmp_path, "own.jsonl", [recall("mine")])
+    with open(other, "a") as fh:
+        fh.write(json.dumps(recall("y"))[:20])  # torn: its writer is mid-line
+    tail = EventTail(tmp_path, "own.jsonl")
+    stats = fold(tmp_path, tail).stats
+    assert stats["x"].recall_count == 2 and "mine" not in stats and "y" not in stats
+    with open(other, "a") as fh:
+        fh.write(json.dumps(recall("y"))[20:] + "\n")
+    _write(tmp_path, "third.jsonl", [recall("z")])
+    for event in tail.new_events():
+        apply_event(stats, event)
+    assert stats["y"].recall_count == 1 and stats["z"].recall_count == 1
+    assert stats["x"].recall_count == 2  # the lines read at the fold are not read again
+    assert tail.new_events() == []  # nothing new: nothing folded

@@ -240,6 +240,12 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per window")
     parser.add_argument("--runs", type=int, default=3, help="windows per setting (median)")
     parser.add_argument("--modes", default="search,mixed", help="search and/or mixed")
+    parser.add_argument(
+        "--read-processes",
+        type=int,
+        default=0,
+        help="the daemon's reader processes (the read_processes setting, ADR 0028)",
+    )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     text = Text()

@@ -108,10 +108,13 @@ def concurrent_window(
     text: Text,
     seed: int,
     daemon_pid: int | None = None,
+    reader_pids: tuple[int, ...] = (),
 ) -> dict[str, float]:
     """One window: `clients` searchers (and one writer) closed-loop for `duration` seconds.
     With `daemon_pid`, also the daemon's CPU time per call answered in the window and the
-    machine's load average at its start (the daemon serves nothing else meanwhile)."""
+    machine's load average at its start (the daemon serves nothing else meanwhile); with
+    `reader_pids` (its reader processes, ADR 0028), the CPU of the daemon and its readers per
+    call too (`serving_cpu_ms_per_call`: what a search costs, wherever it ran)."""
     out: dict[str, list[float]] = {"memory_search": [], "memory_add": [], "proxy_cpu_s": []}
     failures: list[str] = []
     start = threading.Barrier(clients + int(writer) + 1)
@@ -134,11 +137,13 @@ def concurrent_window(
     began = time.perf_counter()
     stop_at[0] = began + duration
     load, cpu_before = os.getloadavg()[0], cpu_s(daemon_pid) if daemon_pid else 0.0
+    readers_before = sum(cpu_s(pid) for pid in reader_pids)
     busy_before = machine_busy_s()
     for th in threads:
         th.join()
     wall = time.perf_counter() - began
     cpu = cpu_s(daemon_pid) - cpu_before if daemon_pid else float("nan")
+    readers_cpu = sum(cpu_s(pid) for pid in reader_pids) - readers_before
     busy = machine_busy_s() - busy_before
     searches, adds_ms = out["memory_search"], out["memory_add"]
     row = {
@@ -148,6 +153,9 @@ def concurrent_window(
         "searches": float(len(searches)),
         "failures": float(len(failures)),
         "daemon_cpu_ms_per_call": cpu * 1000 / max(1, len(searches) + len(out["memory_add"])),
+        "serving_cpu_ms_per_call": (cpu + readers_cpu)
+        * 1000
+        / max(1, len(searches) + len(out["memory_add"])),
         # every process of the machine (ours and anyone's): how many cores were busy, and
         # what the proxies themselves used per call
         "busy_cores": busy / wall,
@@ -165,6 +173,20 @@ def concurrent_window(
     return row
 
 
+def wait_readers(client: DaemonClient, count: int, timeout: float = 300.0) -> tuple[int, ...]:
+    """The pids of the daemon's `count` reader processes, once all of them serve."""
+    deadline = time.monotonic() + timeout
+    while count > 0:
+        health = client.health() or {}
+        serving = [r["pid"] for r in health.get("readers", []) if r.get("state") == "serving"]
+        if len(serving) >= count:
+            return tuple(serving)
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the daemon's {count} reader(s) did not serve within {timeout:g} s")
+        time.sleep(0.2)
+    return ()
+
+
 def measure_clients(size: int, args: argparse.Namespace, text: Text) -> list[dict[str, float]]:
     """Search p50 / p95 and throughput with 1..N concurrent proxies, idle and with a writer."""
     home = args.work / f"home-{size}"
@@ -175,6 +197,7 @@ def measure_clients(size: int, args: argparse.Namespace, text: Text) -> list[dic
     print(f"[{size}] index (cached embeddings make reruns cheap)", file=sys.stderr)
     client.ensure()
     client.admin("refresh")
+    reader_pids = wait_readers(client, getattr(args, "read_processes", 0))
     queries = text.queries[: max(args.searches, 200)]
     rows = []
     for clients in (int(x) for x in args.clients.split(",")):
@@ -192,6 +215,7 @@ def measure_clients(size: int, args: argparse.Namespace, text: Text) -> list[dic
                         text,
                         seed=size + 1000 * clients + 17 * run + (mode == "mixed"),
                         daemon_pid=client.pid(),
+                        reader_pids=reader_pids,
                     )
                 )
                 print(
@@ -221,12 +245,13 @@ def report_clients(rows: list[dict[str, float]], args: argparse.Namespace, real:
     print(
         f"concurrent proxies, MiniLM, limit 8, {os.cpu_count()} cores ({cpu}), "
         f"{'SciFact/LoCoMo text and queries' if real else 'word-salad text'}, "
-        f"{args.duration:g} s windows, median of {args.runs} runs"
+        f"{args.duration:g} s windows, median of {args.runs} runs, "
+        f"{getattr(args, 'read_processes', 0)} reader process(es)"
     )
     print(
         "| entries | clients | mode | search p50 / p95 | p95 / 1-client p95 | searches/s "
-        "| adds (p50 / p95) | daemon CPU per call | proxies' CPU per call | busy cores "
-        "| load average |"
+        "| adds (p50 / p95) | daemon CPU per call (with its readers) | proxies' CPU per call "
+        "| busy cores | load average |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     single = {
@@ -245,5 +270,6 @@ def report_clients(rows: list[dict[str, float]], args: argparse.Namespace, real:
             f"{'search + 1 writer' if r['mixed'] else 'search'} "
             f"| {r['search_p50_ms']:.1f} / {r['search_p95_ms']:.1f} ms | {ratio} "
             f"| {r['searches_per_s']:.1f} | {adds} | {r['daemon_cpu_ms_per_call']:.1f} ms "
+            f"({r['serving_cpu_ms_per_call']:.1f} ms) "
             f"| {r['proxies_cpu_ms_per_call']:.1f} ms | {r['busy_cores']:.2f} | {r['load']:.1f} |"
         )

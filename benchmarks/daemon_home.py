@@ -124,13 +124,11 @@ def bench_env(home: Path, args: argparse.Namespace) -> dict[str, str]:
         MEMORY_AGENT_CACHE=str(args.work / "cache"),
         MEMORY_AGENT_IDLE_EXIT="0",
         MEMORY_AGENT_START_TIMEOUT="3600",
+        MEMORY_AGENT_READ_PROCESSES=str(getattr(args, "read_processes", 0)),
     )
-    os.environ.update(  # the daemon `DaemonClient.ensure` starts inherits these
-        {
-            k: env[k]
-            for k in ("MEMORY_AGENT_CACHE", "MEMORY_AGENT_START_TIMEOUT", "MEMORY_AGENT_IDLE_EXIT")
-        }
-    )
+    inherited = ("CACHE", "START_TIMEOUT", "IDLE_EXIT", "READ_PROCESSES")
+    # the daemon `DaemonClient.ensure` starts inherits these
+    os.environ.update({f"MEMORY_AGENT_{k}": env[f"MEMORY_AGENT_{k}"] for k in inherited})
     return env
 
 

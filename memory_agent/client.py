@@ -31,7 +31,7 @@ from memory_agent.files import FileLock
 from memory_agent.limits import MAX_MESSAGE_BYTES, lone_surrogate
 from memory_agent.procs import pid_alive
 
-__all__ = ["DaemonClient", "DaemonError", "NotConnected", "ToolCallError"]
+__all__ = ["DaemonClient", "DaemonError", "NotConnected", "ToolCallError", "get_json"]
 
 PROTOCOL_VERSION = "2025-06-18"
 # Who is calling (the MCP client's name/version, or the CLI): recorded in query events.
@@ -91,6 +91,21 @@ class _Idle:
             self._conns.append((time.monotonic(), conn))
 
 
+def get_json(endpoint: Endpoint, path: str, timeout: float = 2.0) -> dict[str, Any] | None:
+    """GET `path` of a daemon's endpoint (or a reader's); its JSON object, None if nothing
+    answers it with one."""
+    conn = _DaemonConnection(endpoint, timeout)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        data = json.loads(resp.read()) if resp.status == 200 else None
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
+    finally:
+        conn.close()
+    return data if isinstance(data, dict) else None
+
+
 class DaemonClient:
     def __init__(self, home: Path, *, timeout: float = 600.0, start_timeout: float | None = None):
         """`start_timeout`: seconds to wait for a daemon this client starts; None reads the
@@ -104,7 +119,8 @@ class DaemonClient:
         # person's look, recorded apart from an agent's use: `recall.events` "look")
         self.caller = f"memory-agent-cli/{__version__}"
         self._ids = itertools.count(1)
-        self._idle = _Idle()
+        self._idle = _Idle()  # the daemon's connections
+        self._idle_of: dict[str, _Idle] = {}  # a reader process's, by its `where`
 
     # -- raw HTTP ---------------------------------------------------------------------------
     def request(
@@ -256,7 +272,10 @@ class DaemonClient:
         timeout: float | None = None,
         caller: str | None = None,
         where: str | None = None,
+        endpoint: Endpoint | None = None,
     ) -> tuple[int, bytes]:
+        """POST one MCP message to the daemon, or to `endpoint` (one of its reader processes,
+        ADR 0028); (HTTP status, body). `NotConnected`: nothing accepted it, nothing was sent."""
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
@@ -269,7 +288,13 @@ class DaemonClient:
             from urllib.parse import quote
 
             headers[WHERE_HEADER] = quote(where, safe="/")
-        conn = self._idle.take()
+        if endpoint is None:
+            idle = self._idle
+        else:
+            idle = self._idle_of.get(endpoint.where)
+            if idle is None:
+                idle = self._idle_of.setdefault(endpoint.where, _Idle())
+        conn = idle.take()
         if conn is not None:
             conn.timeout = timeout or self.timeout
             conn.sock.settimeout(conn.timeout)
@@ -281,7 +306,8 @@ class DaemonClient:
                 conn.close()
                 conn = None
         if conn is None:
-            conn = _DaemonConnection(read_endpoint(self.run_dir), timeout or self.timeout)
+            target = endpoint or read_endpoint(self.run_dir)
+            conn = _DaemonConnection(target, timeout or self.timeout)
             conn.request("POST", "/mcp", body=payload, headers=headers)
         try:
             resp = conn.getresponse()
@@ -290,7 +316,7 @@ class DaemonClient:
             conn.close()
             raise
         if conn.sock is not None:  # not closed by a `Connection: close` reply
-            self._idle.put(conn)
+            idle.put(conn)
         return status, data
 
     def call_tool(

@@ -129,6 +129,9 @@ SETTINGS: tuple[Setting, ...] = (
         "starts it again.",
     ),
     Setting(
+        "read_processes", "MEMORY_AGENT_READ_PROCESSES", 0, "Search processes (ADR 0028); 0: none."
+    ),
+    Setting(
         "machine",
         "MEMORY_AGENT_MACHINE",
         "",

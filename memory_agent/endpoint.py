@@ -62,12 +62,20 @@ def transport_for(setting: str) -> str:
 
 
 class Endpoint:
-    """How to reach one daemon: a socket path, or a port and its token."""
+    """How to reach one daemon (or one of its reader processes, ADR 0028): a socket in
+    `run_dir` (`socket`: its name), or a port and its token."""
 
-    def __init__(self, run_dir: Path, port: int | None = None, token: str | None = None):
+    def __init__(
+        self,
+        run_dir: Path,
+        port: int | None = None,
+        token: str | None = None,
+        socket: str = SOCKET,
+    ):
         self.run_dir = Path(run_dir)
         self.port = port
         self.token = token
+        self.socket = socket
 
     @property
     def kind(self) -> str:
@@ -76,7 +84,9 @@ class Endpoint:
     @property
     def where(self) -> str:
         """For messages: the socket's path or 127.0.0.1:port."""
-        return f"127.0.0.1:{self.port}" if self.port is not None else str(self.run_dir / SOCKET)
+        return (
+            f"127.0.0.1:{self.port}" if self.port is not None else str(self.run_dir / self.socket)
+        )
 
     def headers(self) -> dict[str, str]:
         return {TOKEN_HEADER: self.token} if self.token else {}
@@ -114,7 +124,7 @@ def connect(endpoint: Endpoint, timeout: float) -> socket.socket:
         if not hasattr(socket, "AF_UNIX"):
             raise ConnectionRefusedError(f"no daemon.json in {endpoint.run_dir}")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        address = str(endpoint.run_dir / SOCKET)
+        address = str(endpoint.run_dir / endpoint.socket)
     sock.settimeout(timeout)
     deadline = time.monotonic() + timeout
     while True:

@@ -23,6 +23,13 @@ finds the session's project: the first of the MCP client's roots when the client
 (asked with `roots/list` once the session is initialised, again when they change), else the
 proxy's own working directory (the one the client started it in).
 
+With reader processes (the `read_processes` setting, ADR 0028), the daemon's health lists
+where each serves; the sessions share the reads among the daemon and its readers (a session
+picks one by its pid, so its reads stay with one process, in order): a session whose pick is
+a reader sends its `memory_search` and `memory_get` calls there, and everything else to the
+daemon. A reader that does not connect, answers no JSON, or answers `not_ready` is skipped
+until the daemon lists a new process in its place; the call goes to the daemon.
+
 Tool calls that fail here (too large, daemon unreachable) are answered as tool errors in the
 daemon's own shape (`{"error": {"code", "message", "fix"}}`), so the model reads the fix.
 
@@ -45,6 +52,7 @@ from typing import Any
 
 from memory_agent import __version__
 from memory_agent.client import DaemonClient, NotConnected, too_large
+from memory_agent.endpoint import Endpoint, read_endpoint
 from memory_agent.errors import DaemonError, ErrorInfo, Invalid, MemoryAgentError, NotReady
 from memory_agent.limits import MAX_MESSAGE_BYTES, lone_surrogate
 
@@ -66,6 +74,7 @@ WRITE_TOOLS = {
     "memory_archive",
     "memory_resolve_fork",
 }  # retried with a request_id
+READER_TOOLS = {"memory_search", "memory_get"}  # what a reader process answers (ADR 0028)
 LATEST_PROTOCOL = "2025-11-25"
 # How long a daemon seen healthy (and of our version) is trusted before the next health check:
 # back-to-back calls then cost one HTTP request each, not two. A daemon gone in between is
@@ -132,6 +141,9 @@ class Proxy:
         self._roots_asked = 0
         self._roots_ready = threading.Event()
         self._roots_ready.set()
+        self.reader: Endpoint | None = None  # where this session's reads go (None: the daemon)
+        self._reader_pid: int | None = None
+        self._skipped: set[int] = set()  # readers' pids that failed this session
 
     def write(self, obj: dict[str, Any]) -> None:
         try:
@@ -161,8 +173,80 @@ class Proxy:
     def _ensure(self, force: bool = False) -> None:
         now = time.monotonic()
         if force or now - self._healthy_at >= HEALTH_TRUST_S:
-            self.client.ensure()
+            self._pick_reader(self.client.ensure())
             self._healthy_at = time.monotonic()
+
+    def _pick_reader(self, health: dict[str, Any]) -> None:
+        """Who answers this session's reads: the daemon or one of the readers its health lists
+        as serving, by the proxy's pid (skipping any that failed this session)."""
+        serving = [
+            r
+            for r in health.get("readers") or []
+            if isinstance(r, dict) and r.get("state") == "serving" and r.get("pid")
+        ]
+        live = [r for r in serving if r["pid"] not in self._skipped]
+        # the daemon serves reads too: N readers and the daemon share the sessions
+        pool: list[dict[str, Any] | None] = [None, *sorted(live, key=lambda r: r.get("slot", 0))]
+        chosen = pool[os.getpid() % len(pool)]
+        if chosen is None:
+            self.reader = self._reader_pid = None
+            return
+        if chosen["pid"] == self._reader_pid:
+            return
+        run_dir = self.client.run_dir
+        if "port" in chosen:
+            token = read_endpoint(run_dir).token  # the daemon's token: readers take it too
+            self.reader = Endpoint(run_dir, int(chosen["port"]), token)
+        else:
+            self.reader = Endpoint(run_dir, socket=str(chosen.get("socket")))
+        self._reader_pid = chosen["pid"]
+
+    def _skip_reader(self, why: str) -> None:
+        log.warning(
+            "reader %s (pid %s) %s; the daemon answers",
+            self.reader.where if self.reader else "?",
+            self._reader_pid,
+            why,
+        )
+        if self._reader_pid is not None:
+            self._skipped.add(self._reader_pid)
+        self.reader = self._reader_pid = None
+
+    def _post_to_reader(self, raw: bytes, message: dict[str, Any]) -> tuple[int, bytes] | None:
+        """The reader's answer to a read tool call, or None: send it to the daemon."""
+        params = message.get("params")
+        reader = self.reader
+        if (
+            reader is None
+            or message.get("method") != "tools/call"
+            or not isinstance(params, dict)
+            or params.get("name") not in READER_TOOLS
+        ):
+            return None
+        try:
+            status, data = self.client.post_mcp(
+                raw, self.protocol_version, caller=self.caller, where=self.where, endpoint=reader
+            )
+        except (OSError, http.client.HTTPException) as exc:  # a read: safe to ask the daemon
+            self._skip_reader(f"failed ({exc})")
+            return None
+        try:
+            reply = json.loads(data) if status == 200 else None
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
+            self._skip_reader(f"answered HTTP {status} without a reply")
+            return None
+        result = reply.get("result")
+        error = (
+            (result.get("structuredContent") or {}).get("error")
+            if isinstance(result, dict) and result.get("isError")
+            else None
+        )
+        if isinstance(error, dict) and error.get("code") == "not_ready":
+            self._skip_reader(f"is not ready ({error.get('message')})")
+            return None
+        return status, data
 
     def _post(self, raw: bytes) -> tuple[int, bytes]:
         return self.client.post_mcp(
@@ -289,23 +373,11 @@ class Proxy:
             self._no_home(message)
             return
         self._ensure()
-        try:
-            try:
-                status, data = self._post(raw)
-            except NotConnected:  # never sent: start (or find) a daemon and send it again
-                self._ensure(force=True)
-                status, data = self._post(raw)
-        except (OSError, http.client.HTTPException) as exc:
-            log.warning("daemon connection lost (%s); restarting it", exc)
-            self.client.ensure()
-            if not _retry_safe(message):
-                raise DaemonError(
-                    "the memory daemon restarted while this write was in flight; it may or "
-                    "may not have been written",
-                    "check with memory_search or memory_get, and pass a request_id so a retry "
-                    "is safe",
-                ) from exc
-            status, data = self._post(raw)
+        answered = self._post_to_reader(raw, message)
+        if answered is not None:
+            status, data = answered
+        else:
+            status, data = self._post_to_daemon(raw, message)
         if status == 413:
             raise too_large(len(raw))
         if status == 202 or not data:
@@ -321,6 +393,25 @@ class Proxy:
             self.protocol_version = reply["result"].get("protocolVersion")
         if msg_id is not None and isinstance(reply, dict):
             self.write(reply)
+
+    def _post_to_daemon(self, raw: bytes, message: dict[str, Any]) -> tuple[int, bytes]:
+        try:
+            try:
+                return self._post(raw)
+            except NotConnected:  # never sent: start (or find) a daemon and send it again
+                self._ensure(force=True)
+                return self._post(raw)
+        except (OSError, http.client.HTTPException) as exc:
+            log.warning("daemon connection lost (%s); restarting it", exc)
+            self._pick_reader(self.client.ensure())
+            if not _retry_safe(message):
+                raise DaemonError(
+                    "the memory daemon restarted while this write was in flight; it may or "
+                    "may not have been written",
+                    "check with memory_search or memory_get, and pass a request_id so a retry "
+                    "is safe",
+                ) from exc
+            return self._post(raw)
 
 
 def run_proxy(home: Path) -> int:

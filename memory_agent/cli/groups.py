@@ -26,7 +26,7 @@ GROUPS = (
     ("beyond this machine", ("remote", "sync", "kb", "secrets")),
     ("what the memory learns from sessions", ("proposals", "accept", "reject", "gate", "gc")),
     ("look and look after", ("ui", "rebuild", "scrub", "stop", "eval")),
-    ("what agents and hooks run (rarely typed)", ("proxy", "hook", "daemon")),
+    ("what agents and hooks run (rarely typed)", ("proxy", "hook", "daemon", "reader")),
     ("not the memory", ("web",)),
 )
 

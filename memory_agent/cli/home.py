@@ -223,6 +223,12 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  {r['pending']} unfinished write(s) will be completed by the next write")
         if r.get("degraded"):
             print(f"  ({r['degraded']})")
+        for reader in r.get("readers") or []:  # read_processes (ADR 0028)
+            answered = f", {reader['searches']} searches" if "searches" in reader else ""
+            print(
+                f"  reader {reader['slot']}: {reader['state']} (pid {reader.get('pid', '-')}, "
+                f"started {reader['starts']} time(s){answered})"
+            )
         print_waiting(r.get("remote") or {})
         clients = r.get("clients") or {}
         for name, last in clients.items():
@@ -370,6 +376,12 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     return run_daemon(
         args.home, preload=args.preload, idle_exit=args.idle_exit, foreground=args.foreground
     )
+
+
+def cmd_reader(args: argparse.Namespace) -> int:
+    from memory_agent.serve.reader import run_reader
+
+    return run_reader(args.home, args.slot)
 
 
 def cmd_ui(args: argparse.Namespace) -> int:

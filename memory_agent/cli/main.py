@@ -345,6 +345,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--foreground", action="store_true", help="also log to stderr")
 
     p = command(
+        "reader",
+        home.cmd_reader,
+        "serve searches beside the daemon (the daemon starts it; see read_processes)",
+        "A reader process (ADR 0028): it loads its own model, follows the daemon's index "
+        "read-only and answers memory_search and memory_get on run/reader-SLOT.sock. The "
+        "daemon starts `read_processes` of them, hands each its token on stdin and stops them "
+        "by closing it; there is no reason to start one by hand.",
+    )
+    p.add_argument("--slot", type=int, default=0, help="which of the daemon's readers (0, 1, ...)")
+
+    p = command(
         "ui",
         home.cmd_ui,
         "browse the memory in a web page on 127.0.0.1 (prints the URL with its token)",

@@ -36,6 +36,7 @@ from memory_agent.endpoint import DAEMON_JSON, SOCKET
 from memory_agent.errors import AlreadyRunning, ConfigError, DaemonError
 from memory_agent.files import FileLock
 from memory_agent.serve.listen import TokenGate, listen
+from memory_agent.serve.readers import start_readers
 
 __all__ = ["AlreadyRunning", "run_daemon"]
 
@@ -99,7 +100,6 @@ def build_app(service: Any, server_holder: dict[str, Any], *, single_exchange: b
     read-only tool call is answered without the SDK's per-request session
     (`serve.single_exchange`; the same kernel, the same reply)."""
     import anyio
-    from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
     from starlette.responses import JSONResponse
 
@@ -258,6 +258,15 @@ def build_app(service: Any, server_holder: dict[str, Any], *, single_exchange: b
     # the route's name before "sync" came to mean the remote (a CLI of 0.x still calls it)
     mcp.custom_route("/admin/sync", methods=["POST"])(refresh)
 
+    return mcp_app(mcp, single_exchange)
+
+
+def mcp_app(mcp: Any, single_exchange: bool = True):
+    """`mcp`'s ASGI app, stateless with JSON replies, for clients on this machine only (the
+    host checks of DNS-rebinding protection); with `single_exchange`, read-only tool calls
+    answered in one exchange (`serve.single_exchange`). The daemon's and a reader's."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=["localhost", "localhost:*"],
@@ -356,6 +365,14 @@ def _idle_watch(service: Any, server_holder: dict[str, Any], idle_exit: float) -
         if service.busy() is not None:
             service.touch()
             continue
+        idle_for = time.monotonic() - service.last_used
+        if (
+            idle_for > idle_exit
+            and service.readers is not None
+            and service.readers.used_since_last()
+        ):
+            service.touch()  # the readers serve: the daemon is not idle
+            continue
         if time.monotonic() - service.last_used > idle_exit and service.lock.acquire(False):
             try:
                 log.info("idle for %.0f s: exiting", idle_exit)
@@ -432,7 +449,8 @@ def run_daemon(
         idle = float(cfg.idle_exit) if idle_exit is None else idle_exit
         if idle > 0:
             threading.Thread(target=_idle_watch, args=(service, holder, idle), daemon=True).start()
-        if preload:
+        readers = start_readers(service, cfg, token)
+        if preload or readers is not None:  # with readers, the daemon's model indexes the files
             service.start_model_load()
         service.remote.start()  # rounds of sync with the KB's remote, when it has one
         log.info(
@@ -444,6 +462,9 @@ def run_daemon(
             cfg.embedder,
         )
         server.run(sockets=[sock])
+        if readers is not None:
+            readers[0].stop()
+            readers[1].stop()
         service.remote.stop()
         service.rankers.shutdown()
         # uvicorn has finished the requests in flight (a write completes before we get here)

@@ -37,4 +37,7 @@ def health(service: Any) -> dict[str, Any]:
         "rebuilding": service.rebuilding(),
         "dense": memory.dense_state(),
         "query_graph": memory.query_graph(),  # `query_precision` as it runs (ADR 0027)
+        "searches": service.reads.searches,  # answered by this process
+        # the reader processes (ADR 0028): where each serves, or that it starts or exited
+        "readers": service.readers.health() if service.readers is not None else [],
     }

@@ -16,12 +16,15 @@ from memory_agent.errors import DaemonError
 __all__ = ["TokenGate", "listen"]
 
 
-def listen(run_dir: Path, transport: str) -> tuple[socket.socket, str | None, str]:
+def listen(
+    run_dir: Path, transport: str, *, name: str = SOCKET, token: str | None = None
+) -> tuple[socket.socket, str | None, str]:
     """The daemon's listening socket for its transport (`memory_agent.endpoint`): (the socket,
     the token clients must send - None for the Unix socket, whose permissions are the check -,
-    where it listens, for the log)."""
+    where it listens, for the log). A reader process (ADR 0028) listens on the socket `name`,
+    or over TCP with the daemon's `token`, and writes no daemon.json."""
     if transport_for(transport) == "unix":
-        path = run_dir / SOCKET
+        path = run_dir / name
         return _bind_socket(path), None, str(path)
     import secrets
 
@@ -35,8 +38,10 @@ def listen(run_dir: Path, transport: str) -> tuple[socket.socket, str | None, st
             "check that the loopback interface is up and a local port is free",
         ) from exc
     sock.listen(128)
-    port, token = sock.getsockname()[1], secrets.token_urlsafe(32)
-    write_endpoint(run_dir, port, token)
+    port = sock.getsockname()[1]
+    if token is None:  # the daemon's: the file its clients read
+        token = secrets.token_urlsafe(32)
+        write_endpoint(run_dir, port, token)
     return sock, token, f"127.0.0.1:{port}"
 
 

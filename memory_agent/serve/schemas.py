@@ -314,6 +314,15 @@ class StatusReply(TypedDict):
     embedding_model: NotRequired[
         Annotated[str, Field(description="The model asked of that server (embedding_model).")]
     ]
+    readers: NotRequired[
+        Annotated[
+            list[dict[str, Any]],
+            Field(
+                description="The daemon's reader processes (read_processes): each one's slot, "
+                "pid, state, searches answered and the index change it holds (seen)."
+            ),
+        ]
+    ]
 
 
 @with_config(_OPEN)

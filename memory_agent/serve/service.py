@@ -20,10 +20,8 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from memory_agent import limits
@@ -38,11 +36,12 @@ from memory_agent.recall import injection as recall_mod
 from memory_agent.recall import reads
 from memory_agent.recall.gc import plan
 from memory_agent.recall.history import history
-from memory_agent.recall.reads import run_search
 from memory_agent.serve import browse, health, kb_admin
 from memory_agent.serve.gate_runs import GateRuns
 from memory_agent.serve.model import ModelLoader
 from memory_agent.serve.pre_embed import PreEmbed
+from memory_agent.serve.read_calls import ReadCalls
+from memory_agent.serve.readers import Readers
 from memory_agent.serve.remote_runs import KbRemotes, RemoteRuns
 from memory_agent.serve.usage import Usage
 from memory_agent.sync.remote import Syncer
@@ -52,11 +51,6 @@ from ragcore import EndpointError
 __all__ = ["Service"]
 
 log = logging.getLogger("memory_agent.service")
-# Threads that rank searches (`reads.run_search`'s second stage): one per core, at most four.
-# Ten searches at once on 2 cores: 154-180 searches/s and p95 81-95 ms with two rankers,
-# against 97-113/s and 130-150 ms with each search ranked on its own thread
-# (experiments/concurrency round 5).
-RANKERS = max(1, min(4, os.cpu_count() or 1))
 
 
 class Service:
@@ -97,7 +91,9 @@ class Service:
         self._gateways: dict[KbPlace, Gateway] = {self.gateway.place: self.gateway}
         self._gateways_lock = threading.Lock()
         self.remote = KbRemotes(self._remote_runs, memory.kbs.all)  # each KB's rounds
-        self.rankers = ThreadPoolExecutor(RANKERS, thread_name_prefix="memory-agent-rank")
+        self.reads = ReadCalls(memory, self.model, self.usage, self.project, self.touch)
+        self.rankers = self.reads.rankers  # the recall hook ranks on them too
+        self.readers: Readers | None = None  # the reader processes, if any (`run_daemon`)
 
     def _remote_runs(self, place: KbPlace) -> RemoteRuns:
         syncer = Syncer(
@@ -254,26 +250,10 @@ class Service:
     def search(
         self, query: str, caller: str | None = None, where: str | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        self.touch()
-        t = time.perf_counter()
-        kwargs["project"] = self.project(where)
-        why = self.model.lexical_only()  # None: the model is loaded (or was waited for)
-        if why is None:
-            try:  # no lock: it reads a snapshot; embedded here, ranked on a ranker thread
-                found = run_search(self.memory, query, ranker=self.rankers, **kwargs)
-            except EndpointError as exc:  # the server went away since it last answered
-                self.model.lost(exc)
-                why = self.model.unanswered()
-        if why is not None:
-            found = run_search(self.memory, query, use_dense=False, ranker=self.rankers, **kwargs)
-            found.reply["degraded"] = why
-        return self.usage.record_search(query, found, t, caller)
+        return self.reads.search(query, caller, where, **kwargs)
 
     def get(self, entry_id: str, caller: str | None = None) -> dict[str, Any]:
-        self.touch()
-        reply = reads.get(self.memory, entry_id)  # reads the file; no lock
-        self.usage.record_get(reply["id"], caller)  # a person's look is logged apart
-        return reply
+        return self.reads.get(entry_id, caller)
 
     def set_importance(self, entry_id: str, importance: int, note: str | None) -> dict[str, Any]:
         """Its only side effect is an event (which the ranking reads)."""
@@ -432,6 +412,8 @@ class Service:
                 *reply.get("problems", []),
                 self.repair_error,
             ]
+        if self.readers is not None:
+            reply["readers"] = self.readers.details()
         return reply
 
     def rebuild(self) -> dict[str, Any]:

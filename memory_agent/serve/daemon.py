@@ -354,6 +354,25 @@ def _server_class():
     return Server
 
 
+def http_server(app: Any, token: str | None, graceful_s: float) -> Any:
+    """The uvicorn server of `app` (behind the token gate when there is a token): the daemon's
+    and a reader's. `graceful_s`: how long a stop waits for the calls in flight."""
+    import uvicorn
+
+    if token is not None:
+        app = TokenGate(app, token)
+    return _server_class()(
+        uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=graceful_s,
+            timeout_keep_alive=DAEMON_KEEPALIVE_S,
+        )
+    )
+
+
 def _idle_watch(service: Any, server_holder: dict[str, Any], idle_exit: float) -> None:
     """Stop the daemon after `idle_exit` seconds without a call - not while it builds
     something (`Service.busy`): the idle time counts from the end of that work."""
@@ -412,7 +431,7 @@ def run_daemon(
     assert memory.lock is not None
     memory.lock.acquire(timeout=60)  # CLI processes of an older kind may hold it briefly
     open_early(memory)  # from here on the open overlaps the imports and the app's setup
-    import uvicorn
+    import uvicorn  # noqa: F401 - imported now, while the index opens (`http_server` uses it)
 
     from memory_agent.serve.service import Service
 
@@ -432,19 +451,7 @@ def run_daemon(
             log.error("%s; fix: %s", exc.message, exc.fix)
             raise
         pid_file.write_text(f"{os.getpid()}\n")
-        app = build_app(service, holder)
-        if token is not None:
-            app = TokenGate(app, token)
-        server = _server_class()(
-            uvicorn.Config(
-                app,
-                log_config=None,
-                access_log=False,
-                lifespan="on",
-                timeout_graceful_shutdown=60,
-                timeout_keep_alive=DAEMON_KEEPALIVE_S,
-            )
-        )
+        server = http_server(build_app(service, holder), token, graceful_s=60)
         holder["server"] = server
         idle = float(cfg.idle_exit) if idle_exit is None else idle_exit
         if idle > 0:

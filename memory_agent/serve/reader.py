@@ -28,12 +28,11 @@ from typing import Any
 
 from memory_agent import __version__
 from memory_agent import config as config_mod
-from memory_agent.client import DAEMON_KEEPALIVE_S
 from memory_agent.errors import Invalid, describe
 from memory_agent.index.followed import FollowingMemory
 from memory_agent.intake.projects import ProjectCache
 from memory_agent.kb.scopes import project_named
-from memory_agent.serve.listen import TokenGate, listen
+from memory_agent.serve.listen import listen
 from memory_agent.serve.model import ModelLoader
 from memory_agent.serve.read_calls import ReadCalls
 from memory_agent.serve.usage import Usage
@@ -142,7 +141,7 @@ def run_reader(home: str | None, slot: int) -> int:
     run_dir = memory.run_dir
     out = os.fdopen(os.dup(1), "w")  # the one line for the daemon; then fd 1 is the log's sink
     os.dup2(2, 1)
-    from memory_agent.serve.daemon import _server_class, _setup_logging
+    from memory_agent.serve.daemon import _setup_logging, http_server
 
     _setup_logging(run_dir, foreground=False)
     token = sys.stdin.readline().strip() or None
@@ -168,22 +167,8 @@ def run_reader(home: str | None, slot: int) -> int:
         log.error("reader %d could not start: %s; fix: %s", slot, info.message, info.fix)
         return 1
     service = ReaderService(memory, model, slot)
-    import uvicorn
-
     sock, _, where = listen(run_dir, str(cfg.transport), name=reader_socket(slot), token=token)
-    app = build_reader_app(service)
-    if token is not None:
-        app = TokenGate(app, token)
-    server = _server_class()(
-        uvicorn.Config(
-            app,
-            log_config=None,
-            access_log=False,
-            lifespan="on",
-            timeout_graceful_shutdown=10,
-            timeout_keep_alive=DAEMON_KEEPALIVE_S,
-        )
-    )
+    server = http_server(build_reader_app(service), token, graceful_s=10)
     holder["server"] = server
     if stop.is_set():
         return 0

@@ -7,6 +7,7 @@ ranking; the readers stop with the daemon, even one that dies."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -74,12 +75,22 @@ def session_on(home: Path, cache: Path, reader: bool) -> ProxySession:
     raise AssertionError("no proxy pid of the parity asked in 20 starts")
 
 
-def test_the_sessions_share_the_reads_between_the_daemon_and_its_reader(home, shared_cache):
-    on_daemon = session_on(home, shared_cache, reader=False)
+@contextlib.contextmanager
+def reading(home: Path, cache: Path, reader: bool = True):
+    """(A session whose reads go to the reader, or to the daemon; the reader) once the
+    session's proxy knows the reader serves."""
+    s = session_on(home, cache, reader)
     try:
-        on_daemon.initialize()
-        reader = serving_reader(home)
-        time.sleep(HEALTH_TRUST_S + 0.1)
+        s.initialize()
+        serving = serving_reader(home)
+        time.sleep(HEALTH_TRUST_S + 0.1)  # the proxy's next health check lists it
+        yield s, serving
+    finally:
+        s.close()
+
+
+def test_the_sessions_share_the_reads_between_the_daemon_and_its_reader(home, shared_cache):
+    with reading(home, shared_cache, reader=False) as (on_daemon, reader):
         before = searches(home, reader)
         assert structured(on_daemon.call("memory_search", query="release process"))["hits"]
         assert searches(home, reader) == (before[0] + 1, before[1])  # the daemon answered
@@ -94,16 +105,10 @@ def test_the_sessions_share_the_reads_between_the_daemon_and_its_reader(home, sh
             check=True,
         ).stdout
         assert f"reader 0: serving (pid {reader['pid']}" in shown, shown
-    finally:
-        on_daemon.close()
 
 
 def test_a_sessions_reads_go_to_the_reader_and_see_every_write(home, shared_cache):
-    s = session_on(home, shared_cache, reader=True)
-    try:
-        s.initialize()
-        reader = serving_reader(home)
-        time.sleep(HEALTH_TRUST_S + 0.1)  # the proxy's next health check lists it
+    with reading(home, shared_cache) as (s, reader):
         before = searches(home, reader)
         found = structured(s.call("memory_search", query="how do we run database migrations"))
         assert found["hits"], found
@@ -137,16 +142,10 @@ def test_a_sessions_reads_go_to_the_reader_and_see_every_write(home, shared_cach
         assert code == 200 and refused["isError"], refused
         assert refused["structuredContent"]["error"]["code"] == "invalid"
         assert "memory-agent proxy" in refused["structuredContent"]["error"]["fix"]
-    finally:
-        s.close()
 
 
 def test_a_killed_reader_costs_the_session_nothing(home, shared_cache):
-    s = session_on(home, shared_cache, reader=True)
-    try:
-        s.initialize()
-        reader = serving_reader(home)
-        time.sleep(HEALTH_TRUST_S + 0.1)
+    with reading(home, shared_cache) as (s, reader):
         structured(s.call("memory_search", query="release process"))
         daemon_before = DaemonClient(home).health()["searches"]
         os.kill(reader["pid"], signal.SIGKILL)
@@ -161,18 +160,12 @@ def test_a_killed_reader_costs_the_session_nothing(home, shared_cache):
         time.sleep(HEALTH_TRUST_S + 0.1)
         assert structured(s.call("memory_search", query="release process"))["hits"]
         assert reader_health(home, again)["searches"] == 1
-    finally:
-        s.close()
 
 
 def test_usage_logged_by_a_reader_reaches_the_daemons_ranking(home, shared_cache):
     """A reader logs its recalls to its own events file; the daemon folds them before it
     ranks (at most a second later): the hit's recall count is the reader's doing."""
-    s = session_on(home, shared_cache, reader=True)
-    try:
-        s.initialize()
-        serving_reader(home)
-        time.sleep(HEALTH_TRUST_S + 0.1)
+    with reading(home, shared_cache) as (s, _):
         query = "how do we run database migrations"
         top = structured(s.call("memory_search", query=query))["hits"][0]["id"]
         time.sleep(1.1)  # `serve.usage.CATCH_UP_S`
@@ -180,8 +173,6 @@ def test_usage_logged_by_a_reader_reaches_the_daemons_ranking(home, shared_cache
         daemon = client.call_tool("memory_search", {"query": query, "explain": True})
         why = {h["id"]: h["why"] for h in daemon["hits"]}
         assert why[top]["recall_count"] == 1, why[top]  # the reader's recall, folded
-    finally:
-        s.close()
 
 
 def test_the_readers_stop_with_the_daemon_even_one_that_dies(home, shared_cache):

@@ -69,7 +69,7 @@ class Follower:
         self.retire_after_s = retire_after_s
         self._retired: list[tuple[float, SegmentFile]] = []  # (replaced at, its segment)
         self._opened_rows = None  # the base rows the generation was opened with
-        self._graph_stamp: int | None = None  # the owner's saved graph, as last looked at
+        self._graph_stamp: tuple[int, int] | None = None  # the saved graph, as last looked at
 
     # -- the Owner protocol a snapshot asks for -------------------------------------------
     def current(self) -> str | None:
@@ -146,8 +146,11 @@ class Follower:
         if key is None or not ann.wanted(model) or model.base_rows is not self._opened_rows:
             return
         path = self.root / snap.generation / ann.FILE
-        try:
-            stamp = path.stat().st_mtime_ns
+        try:  # the graph, then its meta, are replaced in turn: a change of either is looked at
+            stamp = (
+                path.stat().st_mtime_ns,
+                path.with_name(path.name + ".json").stat().st_mtime_ns,
+            )
         except OSError:
             return
         if stamp == self._graph_stamp:

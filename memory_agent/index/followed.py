@@ -69,6 +69,8 @@ class FollowedIndex:
 class FollowingMemory(Memory):
     """A `Memory` that reads the daemon's index and writes nothing (a reader process)."""
 
+    follows = True
+
     def __init__(self, cfg: config_mod.Config, **kwargs: Any):
         super().__init__(cfg, resident=True, **kwargs)
         self._followed: FollowedIndex | None = None

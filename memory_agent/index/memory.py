@@ -65,6 +65,8 @@ def _now_iso() -> str:
 
 
 class Memory:
+    follows = False  # True: the index is another process's, followed (`index.followed`)
+
     def __init__(
         self,
         cfg: config_mod.Config | None = None,

@@ -234,7 +234,8 @@ class EventTail:
         whole = data.rfind(b"\n") + 1  # a line still being written is read next time
         self.offsets[path.name] = start + whole
         events: list[dict[str, Any]] = []
-        for line in data[:whole].decode("utf-8", "replace").splitlines():
+        # lines end at "\n" only: a note may hold U+2028 or U+0085, which `splitlines` splits
+        for line in data[:whole].decode("utf-8", "replace").split("\n"):
             _parse(line, events, report)
         return events
 
@@ -248,10 +249,11 @@ class EventTail:
             entries = list(os.scandir(self.folder))
         except OSError:
             return []
+        names = {entry.name for entry in entries}
         for entry in entries:
             name = entry.name
-            if not name.endswith(".jsonl") or name == self.own:
-                continue
+            if not name.endswith(".jsonl") or name == self.own or name + ".gz" in names:
+                continue  # (a plain file with a .gz twin: a compaction's leftover, as in `fold`)
             try:
                 size = entry.stat().st_size
             except OSError:

@@ -310,7 +310,7 @@ def run_search(
     min_score = check_min_score(min_score)
     scopes = search_scopes(scope, project, memory.kb_dir)
     with memory.session():
-        if use_dense:
+        if use_dense or memory.follows:  # (a follower's refresh embeds nothing: it replays)
             memory.refresh_for_read()  # skipped while a write is in flight: it applies the changes
         elif not memory.index.exists():
             raise NotReady(

@@ -51,6 +51,7 @@ class ReadCalls:
         self.touch = touch
         self.rankers = ThreadPoolExecutor(RANKERS, thread_name_prefix="memory-agent-rank")
         self.searches = 0  # answered by this process (`/health`)
+        self.gets = 0
 
     def search(
         self, query: str, caller: str | None = None, where: str | None = None, **kwargs: Any
@@ -76,6 +77,7 @@ class ReadCalls:
         self.touch()
         reply = reads.get(self.memory, entry_id)  # reads the file; no lock
         self.usage.record_get(reply["id"], caller)  # a person's look is logged apart
+        self.gets += 1
         return reply
 
     def shutdown(self) -> None:

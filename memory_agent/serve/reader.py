@@ -8,8 +8,9 @@ tools the proxy sends it, with the daemon's own tool code, kernel and reply
 (`serve.read_calls`, `serve.tools`, `serve.single_exchange`). Everything else - writes,
 status, hooks - stays the daemon's.
 
-Started by the daemon only (`memory-agent reader --slot K`): the daemon writes its token (TCP)
-as the first line of the reader's stdin and keeps the pipe open; the reader answers with one
+Started by the daemon only (`memory-agent reader --slot K`): the daemon writes its transport
+and, over TCP, its token as the first line of the reader's stdin (JSON) and keeps the pipe
+open; the reader answers with one
 line on its stdout once it serves (`{"slot", "pid", "socket"}` or `{"slot", "pid", "port"}`)
 and exits when its stdin closes - the daemon stopped or died - or on SIGTERM. Its log lines go
 to the daemon's log, under its own pid.
@@ -93,6 +94,7 @@ class ReaderService:
             "version": __version__,
             "uptime_s": round(time.time() - self.started, 1),
             "searches": self.reads.searches,
+            "gets": self.reads.gets,
             "generation": None if snap is None else snap.generation,
             "seen": index.seen,  # the daemon's last change this reader's snapshot holds
             "dense": self.memory.dense_state(),
@@ -135,16 +137,12 @@ def run_reader(home: str | None, slot: int) -> int:
     for name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # as the daemon: see run_daemon
         os.environ.setdefault(name, "1")
     os.umask(0o077)
-    cfg = config_mod.load({"home": home})
-    memory = FollowingMemory(cfg)
-    memory.require_home()
-    run_dir = memory.run_dir
     out = os.fdopen(os.dup(1), "w")  # the one line for the daemon; then fd 1 is the log's sink
     os.dup2(2, 1)
-    from memory_agent.serve.daemon import _setup_logging, http_server
-
-    _setup_logging(run_dir, foreground=False)
-    token = sys.stdin.readline().strip() or None
+    # what the daemon serves with: its transport (not the config's, which may have changed
+    # since it started) and, over TCP, its token
+    given = json.loads(sys.stdin.readline() or "{}")
+    transport, token = str(given.get("transport") or "unix"), given.get("token")
     stop = threading.Event()
     holder: dict[str, Any] = {}
 
@@ -156,25 +154,34 @@ def run_reader(home: str | None, slot: int) -> int:
             server.should_exit = True
 
     threading.Thread(target=watch_stdin, name="reader-stdin", daemon=True).start()
+    from memory_agent.serve.daemon import _setup_logging, http_server
+
     started = time.perf_counter()
-    model = ModelLoader(memory, after_load=lambda: None)
     try:
+        cfg = config_mod.load({"home": home})
+        memory = FollowingMemory(cfg)
+        memory.require_home()
+        _setup_logging(memory.run_dir, foreground=False)
+        if transport == "tcp" and not token:
+            raise Invalid("a reader over TCP needs the daemon's token", "let the daemon start it")
+        model = ModelLoader(memory, after_load=lambda: None)
         model.wait()
         if not _wait_for_index(memory, stop):
             return 0
+        service = ReaderService(memory, model, slot)
+        name = reader_socket(slot)
+        sock, _, where = listen(memory.run_dir, transport, name=name, token=token)
     except Exception as exc:  # noqa: BLE001 - logged with its fix; the daemon serves meanwhile
         info = describe(exc)
         log.error("reader %d could not start: %s; fix: %s", slot, info.message, info.fix)
         return 1
-    service = ReaderService(memory, model, slot)
-    sock, _, where = listen(run_dir, str(cfg.transport), name=reader_socket(slot), token=token)
     server = http_server(build_reader_app(service), token, graceful_s=10)
     holder["server"] = server
-    if stop.is_set():
-        return 0
+    path = memory.run_dir / name
+    bound = path.stat().st_ino if transport == "unix" else None
     ready: dict[str, Any] = {"slot": slot, "pid": os.getpid()}
-    if token is None:
-        ready["socket"] = reader_socket(slot)
+    if transport == "unix":
+        ready["socket"] = name
     else:
         ready["port"] = sock.getsockname()[1]
     log.info(
@@ -186,6 +193,8 @@ def run_reader(home: str | None, slot: int) -> int:
         time.perf_counter() - started,
     )
     try:
+        if stop.is_set():
+            return 0
         # the daemon lists this reader once the line is read, and uvicorn accepts the socket's
         # queue as soon as it runs: no call is lost in between
         out.write(json.dumps(ready) + "\n")
@@ -195,7 +204,16 @@ def run_reader(home: str | None, slot: int) -> int:
         service.reads.shutdown()
         service.usage.events.close()
         memory.close()
-        if token is None:
-            Path(run_dir / reader_socket(slot)).unlink(missing_ok=True)
+        _unlink_own(path, bound)
         log.info("reader %d pid %d stopped", slot, os.getpid())
     return 0
+
+
+def _unlink_own(path: Path, inode: int | None) -> None:
+    """Remove the socket this reader bound - not one a reader started since bound at the same
+    path (a reader of a new daemon, while this one finished a call)."""
+    try:
+        if inode is not None and path.stat().st_ino == inode:
+            path.unlink()
+    except OSError:
+        pass

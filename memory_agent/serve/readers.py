@@ -9,8 +9,10 @@ names it meanwhile, and the proxies send its calls to the daemon. The readers st
 not exit within `STOP_WAIT_S`, kills it); a daemon that dies closes the pipes as it goes.
 
 While readers serve, the daemon refreshes its index from the files every `REFRESH_EVERY_S`
-(`Refresher`): the searches that used to refresh it on their way now go to the readers, which
-only follow the index. A file a person edits by hand is therefore seen within about a second.
+(`Refresher`; `RESCAN_EVERY_S` where it has no file watcher and each refresh is a full scan):
+the searches that used to refresh it on their way now go to the readers, which only follow
+the index. A file a person edits by hand is therefore seen within about a second (ten
+without a watcher).
 """
 
 from __future__ import annotations
@@ -30,12 +32,20 @@ from memory_agent.client import detached, get_json
 from memory_agent.endpoint import Endpoint
 from memory_agent.errors import describe
 
-__all__ = ["REFRESH_EVERY_S", "RESTART_EVERY_S", "Readers", "Refresher", "start_readers"]
+__all__ = [
+    "REFRESH_EVERY_S",
+    "RESCAN_EVERY_S",
+    "RESTART_EVERY_S",
+    "Readers",
+    "Refresher",
+    "start_readers",
+]
 
 log = logging.getLogger("memory_agent.readers")
 RESTART_EVERY_S = 60.0  # a reader that exited again is started again at most this often
 STOP_WAIT_S = 10.0  # how long a stopping reader may take before it is killed
-REFRESH_EVERY_S = 1.0
+REFRESH_EVERY_S = 1.0  # with a file watcher: a refresh with nothing changed reads no file
+RESCAN_EVERY_S = 10.0  # without one (`watcher = rescan`, or none available): a full scan
 
 
 class _Slot:
@@ -96,7 +106,8 @@ class Readers:
             slot.starts += 1
         assert proc.stdin is not None
         try:
-            proc.stdin.write(((self.token or "") + "\n").encode())
+            given = {"transport": "tcp" if self.token else "unix", "token": self.token}
+            proc.stdin.write((json.dumps(given) + "\n").encode())
             proc.stdin.flush()  # the pipe stays open: its end is the reader's signal to stop
         except OSError:
             pass  # it died at once: its watcher below sees it exit
@@ -173,13 +184,15 @@ class Readers:
                 if own is None:
                     item["state"] = "not answering"
                 else:
-                    item.update({k: own.get(k) for k in ("searches", "generation", "seen")})
+                    item.update({k: own.get(k) for k in ("searches", "gets", "generation", "seen")})
         return out
 
     def used_since_last(self) -> bool:
         """Whether the readers answered a search since the last call (the idle watch asks:
         a daemon whose readers serve is not idle)."""
-        total = sum(int(item.get("searches") or 0) for item in self.details())
+        total = sum(
+            int(item.get("searches") or 0) + int(item.get("gets") or 0) for item in self.details()
+        )
         used, self._searches = total != self._searches, total
         return used
 
@@ -238,7 +251,10 @@ class Refresher:
                 failing = message
 
     def stop(self) -> None:
+        """Stop, and wait for a refresh under way (the index closes after)."""
         self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
 
 
 def start_readers(service: Any, cfg: Any, token: str | None) -> tuple[Any, Any] | None:
@@ -253,7 +269,9 @@ def start_readers(service: Any, cfg: Any, token: str | None) -> tuple[Any, Any] 
     memory = service.memory
     readers = Readers(memory.home, memory.run_dir, count, token)
     refresher = Refresher(
-        memory.refresh_for_read, lambda: service.model.loaded and memory.index.exists()
+        memory.refresh_for_read,
+        lambda: service.model.loaded and memory.index.exists(),
+        REFRESH_EVERY_S if memory.scanner.watcher is not None else RESCAN_EVERY_S,
     )
     service.readers = readers
     readers.start()

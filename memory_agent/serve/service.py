@@ -174,6 +174,7 @@ class Service:
         session's project (`project`, the identity the hook found; else the one `cwd` is in)
         and global. Nothing while the model loads (a hook never waits for it)."""
         self.touch()
+        self.usage.catch_up()  # what the readers logged: the ranking reads it
         if not project and cwd:
             found = self.projects.of(cwd)
             project = found.identity if found is not None else None
@@ -234,16 +235,19 @@ class Service:
     # -- what the browser reads (memory_agent.ui) ------------------------------------------
     def overview(self) -> dict[str, Any]:
         self.touch()
+        self.usage.catch_up()  # the browser shows each entry's use
         return browse.overview(self.memory, proposals=len(self.gate_runs.proposals()))
 
     def entries(
         self, offset: int, limit: int, entry_type: str, status: str, source: str, scope: str = ""
     ) -> dict[str, Any]:
         self.touch()
+        self.usage.catch_up()  # the browser shows each entry's use
         return browse.entries(self.memory, offset, limit, entry_type, status, source, scope)
 
     def entry_context(self, entry_id: str) -> dict[str, Any]:
         self.touch()
+        self.usage.catch_up()  # the browser shows each entry's use
         return browse.entry_context(self.memory, entry_id)
 
     # -- calls ----------------------------------------------------------------------------
@@ -270,6 +274,7 @@ class Service:
 
     def gc(self, *, dry_run: bool = True, confirm: bool = False) -> dict[str, Any]:
         self.touch()
+        self.usage.catch_up(force=True)  # idleness is judged by every process's recalls
         self.model.wait()
         with self.lock:
             with self.memory.session():

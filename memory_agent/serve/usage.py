@@ -58,13 +58,14 @@ class Usage:
                 folded.read_errors,
             )
 
-    def catch_up(self) -> int:
+    def catch_up(self, force: bool = False) -> int:
         """Fold the events other processes (a daemon's readers, the daemon) logged since the
-        last catch-up, if it was `CATCH_UP_S` ago or more; the number folded. A search calls it
+        last catch-up, if it was `CATCH_UP_S` ago or more (`force`: now, waiting for another
+        thread's catch-up - gc judges idleness by them); the number folded. A search calls it
         before it ranks; a call while another thread catches up returns at once."""
-        if time.monotonic() - self._caught_up < CATCH_UP_S:
+        if not force and time.monotonic() - self._caught_up < CATCH_UP_S:
             return 0
-        if not self._tail_lock.acquire(blocking=False):
+        if not self._tail_lock.acquire(blocking=force):
             return 0
         try:
             self._caught_up = time.monotonic()

@@ -134,3 +134,23 @@ def test_a_tail_folds_what_other_processes_append_once_each_and_never_its_own(tm
     assert stats["y"].recall_count == 1 and stats["z"].recall_count == 1
     assert stats["x"].recall_count == 2  # the lines read at the fold are not read again
     assert tail.new_events() == []  # nothing new: nothing folded
+
+
+def test_a_tail_splits_lines_at_newlines_only_and_skips_a_compacted_files_leftover(tmp_path):
+    """A note may hold U+2028, U+2029 or U+0085 (written unescaped): the event is one line
+    all the same. A plain file left beside its `.gz` twin (a compaction that crashed before
+    removing it) is not read again by a catch-up, as the fold at start does not read it."""
+    from memory_agent.recall.events import EventTail, apply_event
+
+    log = EventLog(tmp_path / "events")
+    log.append("importance", entry="x", importance=7, note="line\u2028separator\x85here")
+    tail = EventTail(tmp_path / "events", "own.jsonl")
+    stats = fold(tmp_path / "events", tail).stats
+    assert stats["x"].importance == 7 and stats["x"].importance_note.endswith("here")
+    folder = tmp_path / "events"
+    _write(folder, "old.jsonl", [recall("y")])
+    with gzip.open(folder / "old.jsonl.gz", "wt") as fh:
+        fh.write(json.dumps(recall("y")) + "\n")
+    for event in tail.new_events():
+        apply_event(stats, event)
+    assert "y" not in stats  # its events are the .gz's (a fold reads that one)

@@ -194,3 +194,33 @@ def test_the_readers_stop_with_the_daemon_even_one_that_dies(home, shared_cache)
     while pid_alive(reader["pid"]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not pid_alive(reader["pid"]), "a reader outlived its daemon"
+
+
+def test_over_tcp_a_reader_serves_with_the_daemons_transport_and_token(home, shared_cache):
+    """The `tcp` transport (Windows' only one): a reader listens on 127.0.0.1 and takes the
+    daemon's token - one without it is refused - and never writes daemon.json. A reader
+    started again after `transport` changed in config.toml serves as its daemon does."""
+    (home / "config.toml").write_text(
+        'embedder = "minilm"\nread_processes = 1\ntransport = "tcp"\n'
+    )
+    with reading(home, shared_cache) as (s, reader):
+        assert "port" in reader and "socket" not in reader
+        before = searches_tcp(home, reader)
+        assert structured(s.call("memory_search", query="release process"))["hits"]
+        assert searches_tcp(home, reader) == before + 1  # the reader answered
+        daemon = DaemonClient(home).pid()
+        assert json.loads((home / "run" / "daemon.json").read_text())["pid"] == daemon
+        bare = Endpoint(home / "run", int(reader["port"]), token=None)
+        assert get_json(bare, "/health") is None  # refused (401) without the token
+        (home / "config.toml").write_text('embedder = "minilm"\nread_processes = 1\n')
+        os.kill(reader["pid"], signal.SIGKILL)
+        again = serving_reader(home, other_than=reader["pid"])
+        assert searches_tcp(home, again) == 0  # the daemon's transport, not the config's new one
+        assert json.loads((home / "run" / "daemon.json").read_text())["pid"] == daemon
+
+
+def searches_tcp(home: Path, reader: dict) -> int:
+    token = json.loads((home / "run" / "daemon.json").read_text())["token"]
+    found = get_json(Endpoint(home / "run", int(reader["port"]), token), "/health")
+    assert found is not None
+    return found["searches"]

@@ -159,7 +159,10 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
     out["daemon_rss_model_mb"] = rss_mb(pid)
     out["search_p50_ms"], out["search_p95_ms"] = pct(searches, 0.5), pct(searches, 0.95)
     out["add_p50_ms"], out["add_p95_ms"] = pct(adds, 0.5), pct(adds, 0.95)
-    out["rss_mb"] = out["daemon_rss_model_mb"]
+    # with reader processes (--read-processes), theirs counts too: the memory the home costs
+    readers = [r["pid"] for r in client.health().get("readers", []) if r.get("pid")]
+    out["readers_rss_mb"] = sum(rss_mb(r) for r in readers)
+    out["rss_mb"] = out["daemon_rss_model_mb"] + out["readers_rss_mb"]
     out["first_answer_s"] = out["start_to_first_answer_ms"] / 1000
     s.close()
     if args.rebuild:

@@ -53,8 +53,17 @@ def serving_reader(home: Path, other_than: int | None = None, timeout: float = 1
     raise AssertionError(f"no reader served within {timeout:g} s: {client.log_tail(30)}")
 
 
+def reader_endpoint(home: Path, reader: dict, token: bool = True) -> Endpoint:
+    """Where a reader listens: its socket, or (the tcp transport: the portable run, Windows)
+    its port, with the daemon's token unless `token` is False."""
+    if "socket" in reader:
+        return Endpoint(home / "run", socket=reader["socket"])
+    key = json.loads((home / "run" / "daemon.json").read_text())["token"] if token else None
+    return Endpoint(home / "run", int(reader["port"]), key)
+
+
 def reader_health(home: Path, reader: dict) -> dict:
-    found = get_json(Endpoint(home / "run", socket=reader["socket"]), "/health")
+    found = get_json(reader_endpoint(home, reader), "/health")
     assert found is not None, "the reader does not answer its health route"
     return found
 
@@ -136,7 +145,7 @@ def test_a_sessions_reads_go_to_the_reader_and_see_every_write(home, shared_cach
             "params": {"name": "memory_add", "arguments": {"title": "t", "body": "b"}},
         }
         code, data = DaemonClient(home).post_mcp(
-            json.dumps(body).encode(), endpoint=Endpoint(home / "run", socket=reader["socket"])
+            json.dumps(body).encode(), endpoint=reader_endpoint(home, reader)
         )
         refused = json.loads(data)["result"]
         assert code == 200 and refused["isError"], refused
@@ -184,7 +193,8 @@ def test_the_readers_stop_with_the_daemon_even_one_that_dies(home, shared_cache)
     while pid_alive(reader["pid"]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not pid_alive(reader["pid"])
-    assert not (home / "run" / reader["socket"]).exists()
+    if "socket" in reader:
+        assert not (home / "run" / reader["socket"]).exists()
     # a daemon killed outright: its readers see their stdin close and exit too
     client.ensure()
     reader = serving_reader(home)
@@ -205,22 +215,17 @@ def test_over_tcp_a_reader_serves_with_the_daemons_transport_and_token(home, sha
     )
     with reading(home, shared_cache) as (s, reader):
         assert "port" in reader and "socket" not in reader
-        before = searches_tcp(home, reader)
+        before = reader_health(home, reader)["searches"]
         assert structured(s.call("memory_search", query="release process"))["hits"]
-        assert searches_tcp(home, reader) == before + 1  # the reader answered
+        assert reader_health(home, reader)["searches"] == before + 1  # the reader answered
         daemon = DaemonClient(home).pid()
         assert json.loads((home / "run" / "daemon.json").read_text())["pid"] == daemon
-        bare = Endpoint(home / "run", int(reader["port"]), token=None)
+        bare = reader_endpoint(home, reader, token=False)
         assert get_json(bare, "/health") is None  # refused (401) without the token
         (home / "config.toml").write_text('embedder = "minilm"\nread_processes = 1\n')
         os.kill(reader["pid"], signal.SIGKILL)
         again = serving_reader(home, other_than=reader["pid"])
-        assert searches_tcp(home, again) == 0  # the daemon's transport, not the config's new one
+        assert (
+            reader_health(home, again)["searches"] == 0
+        )  # the daemon's transport, not the config's
         assert json.loads((home / "run" / "daemon.json").read_text())["pid"] == daemon
-
-
-def searches_tcp(home: Path, reader: dict) -> int:
-    token = json.loads((home / "run" / "daemon.json").read_text())["token"]
-    found = get_json(Endpoint(home / "run", int(reader["port"]), token), "/health")
-    assert found is not None
-    return found["searches"]

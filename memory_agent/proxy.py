@@ -27,7 +27,7 @@ With reader processes (the `read_processes` setting, ADR 0028), the daemon's hea
 where each serves; the sessions share the reads among the daemon and its readers (a session
 picks one by its pid, so its reads stay with one process, in order): a session whose pick is
 a reader sends its `memory_search` and `memory_get` calls there, and everything else to the
-daemon. A reader that does not connect, answers no JSON, or answers `not_ready` is skipped
+daemon. A reader that does not connect, answers an HTTP error, or answers `not_ready` is skipped
 until the daemon lists a new process in its place; the call goes to the daemon.
 
 Tool calls that fail here (too large, daemon unreachable) are answered as tool errors in the
@@ -230,22 +230,18 @@ class Proxy:
         except (OSError, http.client.HTTPException) as exc:  # a read: safe to ask the daemon
             self._skip_reader(f"failed ({exc})")
             return None
-        try:
-            reply = json.loads(data) if status == 200 else None
-        except ValueError:
-            reply = None
-        if not isinstance(reply, dict):
-            self._skip_reader(f"answered HTTP {status} without a reply")
+        if status != 200:
+            self._skip_reader(f"answered HTTP {status}")
             return None
-        result = reply.get("result")
-        error = (
-            (result.get("structuredContent") or {}).get("error")
-            if isinstance(result, dict) and result.get("isError")
-            else None
-        )
-        if isinstance(error, dict) and error.get("code") == "not_ready":
-            self._skip_reader(f"is not ready ({error.get('message')})")
-            return None
+        if b'"not_ready"' in data:  # parsed only then: `_forward` parses the reply once
+            try:
+                result = json.loads(data).get("result") or {}
+                error = (result.get("structuredContent") or {}).get("error") or {}
+            except (ValueError, AttributeError):
+                result, error = {}, {}
+            if result.get("isError") and error.get("code") == "not_ready":
+                self._skip_reader(f"is not ready ({error.get('message')})")
+                return None
         return status, data
 
     def _post(self, raw: bytes) -> tuple[int, bytes]:

@@ -14,8 +14,11 @@ the slots the graph does not cover (added since it was built) rescored exactly, 
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
+from ragcore import int8_scan
 from ragcore.ann import EXACT_BELOW, FILTER_EXACT_BELOW, DenseGraph, fetch_for
 from ragcore.postings import top_arrays
 
@@ -28,6 +31,8 @@ class DenseRows:
         self.base = base if base is not None else np.zeros((0, dim), dtype=np.float32)
         self.n0 = int(self.base.shape[0])
         self.tail = np.zeros((0, dim), dtype=np.float32)
+        self._int8: int8_scan.Int8Rows | None = None  # rows 0..its n-1, replaced whole
+        self._int8_lock = threading.Lock()
 
     def put(self, slot: int, vector) -> None:
         """Write the row of a new slot (at or beyond every published high-water mark)."""
@@ -55,12 +60,43 @@ class DenseRows:
         out[~low] = tail[slots[~low] - self.n0]
         return out
 
-    def scores(self, vector: np.ndarray, hw: int) -> np.ndarray:
-        """The cosine of every slot below `hw`."""
-        head = self.base[: min(hw, self.n0)] @ vector
+    def scores(self, vector: np.ndarray, hw: int, start: int = 0) -> np.ndarray:
+        """The cosine of every slot from `start` to below `hw`."""
+        head = self.base[min(start, self.n0) : min(hw, self.n0)] @ vector
         if hw <= self.n0:
             return head
-        return np.concatenate([head, self.tail[: hw - self.n0] @ vector])
+        tail = self.tail[max(start - self.n0, 0) : hw - self.n0] @ vector
+        return np.concatenate([head, tail]) if head.size else tail
+
+    def shortlist_scores(self, vector: np.ndarray, hw: int) -> np.ndarray | None:
+        """Scores of every slot below `hw` good enough to pick a shortlist by: the int8
+        copy's (`ragcore.int8_scan`) for the slots it holds, float32 beyond. None where the
+        float32 scan is as fast or the graph's job (outside SCAN_FROM..SCAN_UP_TO), or
+        without onnxruntime."""
+        if not int8_scan.SCAN_FROM <= hw <= int8_scan.SCAN_UP_TO or not int8_scan.available():
+            return None
+        copy = self._int8
+        if copy is None or hw - copy.n > max(int8_scan.SCAN_FROM, copy.n // 4):
+            copy = self._requantize(hw) or copy
+            if copy is None:
+                return None
+        held = min(copy.n, hw)
+        scores = copy.scores(vector)[:held]
+        return scores if held == hw else np.concatenate([scores, self.scores(vector, hw, held)])
+
+    def _requantize(self, hw: int) -> int8_scan.Int8Rows | None:
+        """A new int8 copy of slots 0..hw-1; None if another search is making one (this
+        one goes on with the copy there is, or float32)."""
+        if not self._int8_lock.acquire(blocking=False):
+            return None
+        try:
+            parts = [self.base[: min(hw, self.n0)]]
+            if hw > self.n0:
+                parts.append(self.tail[: hw - self.n0])
+            self._int8 = int8_scan.Int8Rows(parts, self.dim)
+            return self._int8
+        finally:
+            self._int8_lock.release()
 
     def compacted(self, live: np.ndarray) -> DenseRows:
         """The rows of `live` slots, renumbered 0..n-1, in memory (a vacuum)."""
@@ -90,6 +126,11 @@ def search(
     candidates = np.flatnonzero(allowed)
     if candidates.size * 4 < hw:  # a selective filter: score only what it allows
         return top_arrays(candidates, rows.take(candidates) @ vector, limit)
+    rough = rows.shortlist_scores(vector, hw)
+    if rough is not None:  # the int8 scan's shortlist, rescored exactly
+        short = top_arrays(candidates, rough[candidates], int8_scan.shortlist(limit))[0]
+        short.sort()  # equal scores then fall by slot, not by the shortlist's order
+        return top_arrays(short, rows.take(short) @ vector, limit)
     scores = rows.scores(vector, hw)
     return top_arrays(candidates, scores[candidates], limit)
 

@@ -76,12 +76,16 @@ class DenseRows:
         if not int8_scan.SCAN_FROM <= hw <= int8_scan.SCAN_UP_TO or not int8_scan.available():
             return None
         copy = self._int8
-        if copy is None or hw - copy.n > max(int8_scan.SCAN_FROM, copy.n // 4):
+        if _stale(copy, hw):
             copy = self._requantize(hw) or copy
             if copy is None:
                 return None
         held = min(copy.n, hw)
-        scores = copy.scores(vector)[:held]
+        try:
+            scores = copy.scores(vector)[:held]
+        except Exception as exc:  # noqa: BLE001 - ONNX Runtime failed: float32 answers
+            int8_scan.scan_failed(exc)
+            return None
         return scores if held == hw else np.concatenate([scores, self.scores(vector, hw, held)])
 
     def _requantize(self, hw: int) -> int8_scan.Int8Rows | None:
@@ -90,6 +94,8 @@ class DenseRows:
         if not self._int8_lock.acquire(blocking=False):
             return None
         try:
+            if not _stale(self._int8, hw):  # another search made it meanwhile
+                return self._int8
             parts = [self.base[: min(hw, self.n0)]]
             if hw > self.n0:
                 parts.append(self.tail[: hw - self.n0])
@@ -101,6 +107,22 @@ class DenseRows:
     def compacted(self, live: np.ndarray) -> DenseRows:
         """The rows of `live` slots, renumbered 0..n-1, in memory (a vacuum)."""
         return DenseRows(self.dim, self.take(live))
+
+
+def _stale(copy: int8_scan.Int8Rows | None, hw: int) -> bool:
+    """No int8 copy yet, or slots written after it are over a quarter of it."""
+    return copy is None or hw - copy.n > max(int8_scan.SCAN_FROM, copy.n // 4)
+
+
+def _shortlisted(limit: int, candidates: np.ndarray, rough: np.ndarray) -> np.ndarray:
+    """The slots to rescore: the best `shortlist(limit)` by int8 score, and every one within
+    MARGIN of the `limit`-th best (at most MOST)."""
+    scores = rough[candidates]
+    count = int8_scan.shortlist(limit)
+    if 0 < limit < scores.size:
+        floor = np.partition(scores, scores.size - limit)[scores.size - limit] - int8_scan.MARGIN
+        count = min(max(count, int(np.count_nonzero(scores >= floor))), int8_scan.MOST)
+    return top_arrays(candidates, scores, count)[0]
 
 
 def search(
@@ -128,8 +150,7 @@ def search(
         return top_arrays(candidates, rows.take(candidates) @ vector, limit)
     rough = rows.shortlist_scores(vector, hw)
     if rough is not None:  # the int8 scan's shortlist, rescored exactly
-        short = top_arrays(candidates, rough[candidates], int8_scan.shortlist(limit))[0]
-        short.sort()  # equal scores then fall by slot, not by the shortlist's order
+        short = _shortlisted(limit, candidates, rough)
         return top_arrays(short, rows.take(short) @ vector, limit)
     scores = rows.scores(vector, hw)
     return top_arrays(candidates, scores[candidates], limit)

@@ -146,12 +146,14 @@ def search(
             if found is not None:
                 return found
     candidates = np.flatnonzero(allowed)
-    if candidates.size * 4 < hw:  # a selective filter: score only what it allows
+    selective = candidates.size * 4 < hw  # a selective filter: score only what it allows
+    if not selective or candidates.size >= int8_scan.TAKE_BELOW:
+        rough = rows.shortlist_scores(vector, hw)
+        if rough is not None:  # the int8 scan's shortlist, rescored exactly
+            short = _shortlisted(limit, candidates, rough)
+            return top_arrays(short, rows.take(short) @ vector, limit)
+    if selective:
         return top_arrays(candidates, rows.take(candidates) @ vector, limit)
-    rough = rows.shortlist_scores(vector, hw)
-    if rough is not None:  # the int8 scan's shortlist, rescored exactly
-        short = _shortlisted(limit, candidates, rough)
-        return top_arrays(short, rows.take(short) @ vector, limit)
     scores = rows.scores(vector, hw)
     return top_arrays(candidates, scores[candidates], limit)
 

@@ -28,6 +28,7 @@ __all__ = [
     "MOST",
     "SCAN_FROM",
     "SCAN_UP_TO",
+    "TAKE_BELOW",
     "Int8Rows",
     "available",
     "scan_failed",
@@ -39,6 +40,7 @@ SCAN_FROM = 8192  # fewer rows: float32 reads them from cache as fast
 SCAN_UP_TO = 262_144  # more: the graph's size (the copy: about 100 MB at this size)
 MARGIN = 0.01  # cosine; the int8 scores' largest error measured is 0.0023 (experiments/int8-scan)
 MOST = 4096  # slots rescored at most (a crowd of near duplicates: ~1.5 ms of float32 rows)
+TAKE_BELOW = 4096  # a filter allowing fewer slots: their float32 rows, taken, cost less
 _BLOCK = 8192  # rows quantised at a time (a float32 temporary of 12 MB)
 
 _session = None

@@ -12,7 +12,9 @@ model; for each, the dense top `--limit` over every live slot by the float32 sca
 `ragcore.dense.search` does, k = `int8_scan.shortlist(limit)` in the product). Prints, per k:
 the share of the exact top kept, the queries whose top is identical (order and scores), and
 the thread CPU per scan; then the int8 copy's build time and size. `--tile R`: the home's
-rows R times over, each added copy with a little noise - a larger matrix of sentence vectors. experiments/int8-scan/README.md.
+rows R times over, each added copy with a little noise - a larger matrix of sentence vectors.
+`--allow F`: a filter allowing a random share F of the slots (below a quarter, the float32
+answer gathers the allowed rows, as the product did before the int8 scan). experiments/int8-scan/README.md.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ def main() -> None:
         default=1,
         help="scan R copies of the home's rows, each but the first with noise (a larger home)",
     )
+    parser.add_argument(
+        "--allow", type=float, default=1.0, help="a filter allowing this share of the slots"
+    )
     parser.add_argument("--tiny", action="store_true", help="the demo home")
     args = parser.parse_args()
     if args.tiny:
@@ -82,7 +87,12 @@ def main() -> None:
     vectors = [
         np.asarray(memory.index.embedder.embed_query(q).dense, dtype=np.float32) for q in texts
     ]
-    print(f"{args.home}: {hw} slots ({live.size} live), dim {rows.dim}, {len(vectors)} queries")
+    if args.allow < 1:  # a filter: a random share of the live slots
+        live = live[np.random.default_rng(1).random(live.size) < args.allow]
+    print(
+        f"{args.home}: {hw} slots ({live.size} live and allowed), dim {rows.dim}, "
+        f"{len(vectors)} queries"
+    )
 
     t = time.perf_counter()
     copy = int8_scan.Int8Rows(
@@ -91,11 +101,13 @@ def main() -> None:
     build_ms = (time.perf_counter() - t) * 1000
 
     def exact(v):
+        if live.size * 4 < hw:  # a selective filter: the float32 rows it allows, gathered
+            return top_arrays(live, rows.take(live) @ v, args.limit)
         return top_arrays(live, rows.scores(v, hw)[live], args.limit)
 
     def short(v, k):
         rough = copy.scores(v)[:hw]
-        picked = np.sort(top_arrays(live, rough[live], k)[0])  # as the product: ties by slot
+        picked = top_arrays(live, rough[live], k)[0]
         return top_arrays(picked, rows.take(picked) @ v, args.limit)
 
     def ranked(found) -> list[tuple[float, int]]:  # equal scores may come in either order
@@ -111,7 +123,8 @@ def main() -> None:
         return (time.thread_time() - t0) * 1000 / len(vectors), out
 
     base_ms, truth = cpu_ms(exact)
-    print(f"  float32 scan: {base_ms:.3f} ms per query (thread CPU)")
+    how = "gathered rows" if live.size * 4 < hw else "scan"
+    print(f"  float32 {how}: {base_ms:.3f} ms per query (thread CPU)")
     for k in (int(x) for x in args.ks.split(",")):
         ms, got = cpu_ms(lambda v, k=k: short(v, k))
         kept = [

@@ -240,3 +240,27 @@ def test_an_onnx_runtime_that_fails_at_a_search_leaves_the_float_scan(monkeypatc
             vector,
         )
     assert int8_scan._session is False and caplog.text.count("bad allocation") == 1
+
+
+def test_a_filter_allowing_many_slots_of_a_larger_index_is_scanned_in_int8():
+    """Under a quarter of the slots but over TAKE_BELOW of them: gathering their float32
+    rows costs more than the int8 scan of all (experiments/int8-scan); fewer: gathered."""
+    rows = dense.DenseRows(DIM, unit_rows(40_000, 23))
+    rng = np.random.default_rng(24)
+    few = rng.random(40_000) < 0.02  # ~800 slots
+    query = unit_rows(1, 25)[0]
+    same(
+        dense.search(rows, None, query, 50, few, 40_000),
+        exact(rows, query, 50, few, 40_000),
+        rows,
+        query,
+    )
+    assert rows._int8 is None  # gathered: no copy made
+    many = rng.random(40_000) < 0.2  # ~8,000 slots
+    same(
+        dense.search(rows, None, query, 50, many, 40_000),
+        exact(rows, query, 50, many, 40_000),
+        rows,
+        query,
+    )
+    assert rows._int8 is not None

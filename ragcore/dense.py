@@ -104,6 +104,10 @@ class DenseRows:
         finally:
             self._int8_lock.release()
 
+    def let_go_int8(self) -> None:
+        """Drop the int8 copy (a graph now answers; a search that still needs one remakes it)."""
+        self._int8 = None
+
     def compacted(self, live: np.ndarray) -> DenseRows:
         """The rows of `live` slots, renumbered 0..n-1, in memory (a vacuum)."""
         return DenseRows(self.dim, self.take(live))

@@ -169,6 +169,9 @@ def test_an_index_between_the_sizes_answers_as_the_float_scan_and_finds_a_new_en
     snap = index.snapshot()
     top = snap.channels(None).dense(embedder.embed_query("alpha").dense, 1)
     assert snap.doc_of(top[0][0]) == "d-new"
+    assert snap.model._rows._int8 is not None
+    snap.model.clone().attach_graph(object())  # a graph answers from now: the copy is let go
+    assert snap.model._rows._int8 is None
     index.close()
 
 

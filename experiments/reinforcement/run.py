@@ -5,7 +5,6 @@
 
 import json
 import tempfile
-import time
 from pathlib import Path
 
 from memory_agent import config
@@ -39,11 +38,12 @@ def mrr_recall(queries, runs, key=None):
     return mrr / len(queries), rec / len(queries)
 
 
-def warm(targets, n):
+def warm(targets, n, now):
+    """`now`: the memory's clock (a recall stamped by the real clock would be out of its time)."""
     stats = {}
     for t in targets:
         for _ in range(n):
-            apply_event(stats, {"kind": "recall", "entry": t, "rank": 1, "ts": time.time()})
+            apply_event(stats, {"kind": "recall", "entry": t, "rank": 1, "ts": now})
     return stats
 
 
@@ -84,13 +84,13 @@ def main() -> None:
         for n in (1, 5, 20):
             per_query = {}
             for q in queries:
-                memory.stats = warm(q["relevant"], n)
+                memory.stats = warm(q["relevant"], n, memory.clock())
                 per_query[q["qid"]] = reads.search(memory, q["query"], limit=10, explain=True)[
                     "hits"
                 ]
             w = mrr_recall(queries, per_query)
             print(f"| per-query warm | {n} | {w[0]:.4f} | {w[1]:.4f} |")
-            glob = scores(memory, queries, warm(all_targets, n))
+            glob = scores(memory, queries, warm(all_targets, n, memory.clock()))
             g = mrr_recall(queries, glob)
             print(f"| global warm ({len(all_targets)} entries) | {n} | {g[0]:.4f} | {g[1]:.4f} |")
             worse = better = intruders = 0
@@ -113,7 +113,9 @@ def main() -> None:
             # The sharpest case: everything warm except this query's own answers.
             others, worse = {}, 0
             for q in queries:
-                memory.stats = warm([t for t in all_targets if t not in q["relevant"]], n)
+                memory.stats = warm(
+                    [t for t in all_targets if t not in q["relevant"]], n, memory.clock()
+                )
                 others[q["qid"]] = reads.search(memory, q["query"], limit=10, explain=True)["hits"]
                 rel = set(q["relevant"])
                 worse += first_rank(others[q["qid"]], rel) > first_rank(cold[q["qid"]], rel)

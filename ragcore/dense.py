@@ -8,7 +8,8 @@ every published high-water mark, as before); a vacuum makes a new one. So an add
 rows copies no 1.5 GB matrix, and a mapped base stays a file's pages.
 
 `search` is the one decision: exact when the model is small, has no graph, or the filter leaves
-few rows; otherwise graph candidates (over-fetched by the filter's share), the allowed ones and
+few rows (from 8,192 slots through an int8 shortlist rescored in float32: `ragcore.int8_scan`,
+ADR 0029); otherwise graph candidates (over-fetched by the filter's share), the allowed ones and
 the slots the graph does not cover (added since it was built) rescored exactly, best first.
 """
 
@@ -125,7 +126,7 @@ def _shortlisted(limit: int, candidates: np.ndarray, rough: np.ndarray) -> np.nd
     count = int8_scan.shortlist(limit)
     if 0 < limit < scores.size:
         floor = np.partition(scores, scores.size - limit)[scores.size - limit] - int8_scan.MARGIN
-        count = min(max(count, int(np.count_nonzero(scores >= floor))), int8_scan.MOST)
+        count = max(count, min(int(np.count_nonzero(scores >= floor)), int8_scan.MOST))
     return top_arrays(candidates, scores, count)[0]
 
 

@@ -267,3 +267,13 @@ def test_a_filter_allowing_many_slots_of_a_larger_index_is_scanned_in_int8():
         query,
     )
     assert rows._int8 is not None
+
+
+def test_a_limit_above_the_widest_shortlist_is_answered_in_full():
+    rows = dense.DenseRows(DIM, unit_rows(12_000, 26))
+    allowed = np.ones(12_000, dtype=bool)
+    query = unit_rows(1, 27)[0]
+    limit = int8_scan.MOST + 500
+    got = dense.search(rows, None, query, limit, allowed, 12_000)
+    assert got[0].size == limit
+    same(got, exact(rows, query, limit, allowed, 12_000), rows, query)

@@ -476,9 +476,8 @@ class ReadModel:
         return self._rows.base
 
     def attach_graph(self, graph: DenseGraph | None) -> None:
-        """Search dense vectors on `graph` (built over this model's slots 0..graph.cover-1,
-        before any vacuum since): on a clone about to be published. The int8 copy the exact
-        scan used meanwhile is let go (`DenseRows.let_go_int8`): the graph answers now."""
+        """Search dense vectors on `graph` (over slots 0..graph.cover-1, before any vacuum
+        since; on a clone about to be published). The exact scan's int8 copy is let go."""
         self._graph = graph
         if graph is not None:
             self._rows.let_go_int8()

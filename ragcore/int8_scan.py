@@ -138,7 +138,10 @@ class Int8Rows:
         peak = float(np.abs(query).max())
         step = peak / 127.0 if peak > 0 else 1.0
         q = (np.rint(query / step).astype(np.int16) + 128).astype(np.uint8)[None, :]
-        raw = _scan_session().run(None, {"q": q, "rows": self.codes})[0][0]
+        session = _scan_session()
+        if session is None:  # turned off since this copy was made (`scan_failed`)
+            raise RuntimeError("the int8 dense scan is off")
+        raw = session.run(None, {"q": q, "rows": self.codes})[0][0]
         return (raw - self.offsets).astype(np.float32) * np.float32(step)
 
 

@@ -148,7 +148,10 @@ def resolve(value: str | None, identity: str | None, kb_dir: Path) -> tuple[str,
     known = ScopeMap.read(kb_dir)
     if value in known.names:
         return value, None
-    if "/" in value or "\\" in value:  # an identity
+    if "/" in value or "\\" in value:  # an identity: named by its first entry, once
+        name = known.name_of(value)
+        if name is not None:
+            return name, None
         name = known.allocate(value)
         return name, known.render()
     names = ", ".join(sorted(known.names)) or "none yet"

@@ -517,3 +517,31 @@ def test_a_clone_made_through_an_insteadof_alias_shares_the_project(world, tmp_p
     assert here["project"] == "github.com/acme/alpha"
     _, found = cli(w, by_alias, "search", "how does the alpha service deploy, helm charts")
     assert added["id"] in ids(found)
+
+
+def test_a_known_project_is_not_named_again_by_each_entry(memory, gateway):
+    """Only a project's first entry names it in kb/projects.yaml. Each later entry in it used to
+    rewrite the map with the same text and say "New scope" in its commit (a defect found
+    profiling the add: one `git status` more per write, and a commit log that lied)."""
+    kb = memory.kb_dir
+    identity = "github.com/acme/alpha"
+    first = gateway.add(
+        "Alpha builds with bazel 7", "Run bazel build //... in alpha.", project=identity
+    )
+    assert first["scope"] == "alpha"
+    assert "New scope alpha (kb/projects.yaml)." in git(kb, "log", "-1", "--format=%B")
+    assert "projects.yaml" in git(kb, "show", "--name-only", "--format=", "HEAD").split()
+    written = (kb / "projects.yaml").stat()
+    for title, scope in (
+        ("Alpha tests run with pytest", None),
+        ("Alpha lints with ruff", identity),
+    ):
+        added = gateway.add(title, f"{title}: the team's rule.", scope=scope, project=identity)
+        assert added["scope"] == "alpha"
+        assert "New scope" not in git(kb, "log", "-1", "--format=%B")
+        assert git(kb, "show", "--name-only", "--format=", "HEAD").split() == [
+            f"note/{added['id']}.md"
+        ]
+    now = (kb / "projects.yaml").stat()
+    assert (now.st_ino, now.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)  # not rewritten
+    assert ScopeMap.read(kb).names == {"alpha": identity}

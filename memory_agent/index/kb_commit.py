@@ -4,7 +4,9 @@ Every refresh records the KB's HEAD it read before it looked at the files, in th
 `refs/memory-agent/indexed` (which also keeps that commit reachable). The next refresh asks git
 which files changed between the recorded commit and HEAD - a pull, a reset, a sync's move, a
 write - and rescans exactly those; no record yet, or a recorded commit no longer in the KB,
-means a full scan (said in the log).
+means a full scan (said in the log). A write's own commit is not asked about: the gateway says
+which files it changed (`wrote`), since a diff of two trees reads both whole - ~30 ms at
+100,000 entries in one folder, ten times that at a million.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class KbCommit:
         self._indexed: str | None = None  # INDEXED_REF, read once (`indexed`)
         self._indexed_read = False
         self._repo: Any = None  # the KB's `KBRepo`, made on first use (`_kb_repo`)
+        self._wrote: tuple[str, str, tuple[str, ...]] | None = None  # (parent, commit, paths)
 
     def forget(self) -> None:
         """Read the record again at the next call (another process may have moved it)."""
@@ -66,6 +69,8 @@ class KbCommit:
             return []
         if recorded is None:
             return None
+        if self._wrote is not None and self._wrote[:2] == (recorded, head):
+            return [self.kb_dir / name for name in self._wrote[2]]
         names = self._kb_repo().changed_between(recorded, head)
         if names is None:
             log.warning(
@@ -75,6 +80,11 @@ class KbCommit:
             )
             self._indexed = None  # said once; the full scan records HEAD anew
         return None if names is None else [self.kb_dir / name for name in names]
+
+    def wrote(self, parent: str, commit: str, paths: tuple[str, ...]) -> None:
+        """The gateway made `commit` on `parent`, changing exactly `paths` (relative to the KB;
+        `KBRepo.commit_paths` checked it): the next `moved` from `parent` to it needs no git."""
+        self._wrote = (parent, commit, paths)
 
     def record(self, head: str | None) -> None:
         """The index now reflects `head`."""

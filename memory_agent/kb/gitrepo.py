@@ -65,6 +65,9 @@ class KBRepo:
         self.proc_root = proc_root  # the process table that names a lock's holder (None: /proc)
         self.faults = faults  # the test seam (memory_agent.faults): "pause-commit"
         self._git_dir: Path | None = None
+        # (parent, commit, paths): the last commit `commit_paths` made and checked, and
+        # exactly the paths it changed - the index's refresh takes them instead of a diff
+        self.made: tuple[str, str, tuple[str, ...]] | None = None
         if not (self.path / ".git").exists():
             raise GitError(
                 f"{self.path} is not a git repository", "run `memory-agent init` to create it"
@@ -279,7 +282,8 @@ class KBRepo:
         changed = self.git(
             "diff", "--name-only", "--no-renames", "--no-relative", "-z", parent, tree, "--"
         )
-        if set(changed.split("\0")) - set(rel) - {""}:
+        names = tuple(name for name in changed.split("\0") if name)
+        if set(names) - set(rel):
             return None  # something else is staged: take the safe path
         commit = self.git("commit-tree", tree, "-p", parent, "-m", message).strip()
         self.faults.reach("pause-commit")  # (a test: the user commits now)
@@ -302,6 +306,7 @@ class KBRepo:
                 f"{parent[:12]} to {now[:12]}) that did not take all of this write's files along",
                 "retry the write",
             ) from None
+        self.made = (parent, commit, names)
         return commit
 
     def _holds(self, commit: str, tree: str, rel: Sequence[str]) -> bool:

@@ -177,6 +177,7 @@ class RedoLog:
         self.folder = folder
         self.kb_dir = kb_dir
         self.faults = faults  # the test seam (memory_agent.faults)
+        self.made: tuple[str, str, tuple[str, ...]] | None = None  # `KBRepo.made` of `apply`
 
     def pending(self) -> list[Path]:
         return sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []
@@ -212,6 +213,7 @@ class RedoLog:
         """Write the files and commit them; the commit hash. On failure roll back and raise
         `WriteFailed` ("rolled back")."""
         repo = KBRepo(self.kb_dir, faults=self.faults)
+        self.made = None
         written: list[str] = []
         try:
             for rel, text in intent.files.items():
@@ -236,6 +238,7 @@ class RedoLog:
         except BaseException:
             self.rollback(intent, written, repo)
             raise
+        self.made = repo.made
         self.faults.reach("after-commit")
         return commit
 

@@ -98,6 +98,9 @@ class Transactions:
 
     def finish(self, intent: Intent, commit: str) -> dict[str, Any]:
         reply = dict(intent.reply, commit=commit)
+        made = self.redo.made
+        if self.place.personal and made is not None and made[1] == commit:
+            self.memory.kb_commit.wrote(*made)  # the refresh takes its files from here
         try:
             self.memory.refresh(force=True)
         except Exception as exc:

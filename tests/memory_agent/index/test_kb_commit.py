@@ -6,6 +6,7 @@ inotify. Two homes and a bare repository on disk, real daemons (MiniLM), the rea
 
 (`pair`, two homes and a bare remote, is the memory_agent conftest's.)"""
 
+from memory_agent.recall import reads
 from tests.memory_agent.helpers import commit, git, head_of
 from tests.memory_agent.two_homes import shared_pair
 
@@ -113,3 +114,48 @@ def test_without_inotify_a_commit_made_by_hand_is_indexed_at_the_next_refresh(
         assert resident.indexed_commit() == head_of(kb)
     finally:
         resident.close()
+
+
+def _git_commands(trace) -> list[str]:
+    """The git subcommands the product ran, from git's own trace (GIT_TRACE)."""
+    return [
+        line.split("built-in: git ", 1)[1].split()[0]
+        for line in trace.read_text().splitlines()
+        if "built-in: git " in line
+    ]
+
+
+def test_a_writes_own_commit_is_indexed_without_asking_git_what_changed(
+    memory, gateway, tmp_path, monkeypatch
+):
+    """The gateway knows which files its commit changed: the refresh after it takes them from
+    there - one `git diff` per add (the commit's own check), not two (at a million entries in
+    one folder a diff of two trees costs ~0.3 s). What git says about other commits still counts."""
+    trace = tmp_path / "git-trace"
+    monkeypatch.setenv("GIT_TRACE", str(trace))
+    added = gateway.add("Guava cache size", "The guava service caches 512 MB per node.")
+    assert _git_commands(trace).count("diff") == 1
+    assert git(memory.kb_dir, "rev-parse", INDEXED_REF).strip() == head_of(memory.kb_dir)
+    found = reads.search(memory, "how much does the guava service cache", limit=3)
+    assert found["hits"][0]["id"] == added["id"]
+
+    # a person's commit on top of the write's own: git is asked, and their entry is found
+    made = added["commit"]
+    by_hand = memory.kb_dir / "note" / "lychee-port.md"
+    by_hand.write_text(
+        "---\nid: lychee-port\ntitle: Lychee port\ntype: note\nstatus: active\n"
+        "created: '2026-11-30T09:00:00Z'\n---\n"
+        "The lychee service listens on port 7443.\n"
+    )
+    git(memory.kb_dir, "add", "note/lychee-port.md")
+    commit(memory.kb_dir, "lychee by hand")
+    parent = git(memory.kb_dir, "rev-parse", f"{made}^").strip()
+    memory.kb_commit.record(parent)  # as if the refresh after the write had not run yet
+    memory.kb_commit.wrote(parent, made, (f"note/{added['id']}.md",))
+    trace.write_text("")
+    # from git: HEAD is not the write's commit
+    assert memory.kb_moved() == [memory.kb_dir / "note" / f"{added['id']}.md", by_hand]
+    assert _git_commands(trace).count("diff") == 1
+    memory.refresh(force=True)
+    found = reads.search(memory, "which port does the lychee service listen on", limit=3)
+    assert "lychee-port" in [h["id"] for h in found["hits"]]

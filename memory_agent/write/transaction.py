@@ -11,6 +11,8 @@
 - The reply names the commit and the index generation; a commit whose refresh failed is
   `write_failed` with `outcome: finished` (the entry is written; `rebuild` makes it found).
 - A confirm within an hour of its preview writes the preview's timestamps (`when`).
+- Every few writes, a thread packs git's loose objects once they pass a budget
+  (`memory_agent.kb.upkeep`): plumbing commits never run `git gc --auto`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from memory_agent.errors import WriteFailed
 from memory_agent.index.memory import Memory
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.kbs import KbPlace
+from memory_agent.kb.upkeep import LooseObjects
 from memory_agent.write.checks import check_secrets, check_target
 from memory_agent.write.intents import Intent, RedoLog, RequestLog, fingerprint
 
@@ -47,6 +50,7 @@ class Transactions:
             memory.run_dir / "requests", memory.clock, float(memory.cfg.request_ttl)
         )
         self._branch_seen = False
+        self.loose = LooseObjects(self.kb_dir)  # git's loose objects, packed as they pile up
         self._previewed: dict[str, float] = {}  # a preview's time, by the call's fingerprint
 
     def when(self, tool: str, args: dict[str, Any], confirm: bool) -> float:
@@ -121,6 +125,7 @@ class Transactions:
         reply["generation"] = self.memory.index.generation
         self.remember(intent.request, reply)
         self.redo.done(intent)
+        self.loose.wrote()
         return reply
 
     def remember(self, request: dict[str, Any], reply: dict[str, Any]) -> None:

@@ -1,0 +1,120 @@
+"""A KB's loose git objects, packed as they pile up.
+
+Every write commits with git's plumbing (`KBRepo.commit_paths`), which - unlike `git commit` -
+never runs `git gc --auto`, so every object a commit makes stays loose: the entry's blob, the
+commit, and the tree of each folder on the entry's path, written whole. A type folder of
+100,000 entries is a 4.3 MB tree: a hundred adds there left ~430 MB of loose objects beside a
+KB that packs into 50 MB, and at a million entries one add leaves ~43 MB.
+
+So, every `CHECK_EVERY` writes, a thread asks git how much is loose (`git count-objects -v`)
+and, past `LOOSE_BUDGET_MB`, packs it: `git repack -d` puts the loose objects into one new pack
+(deltas between them: trees that differ by one entry take bytes, not megabytes) and drops the
+loose copies. When the KB has more than `PACKS_MAX` packs, `git repack -a -d
+--keep-unreachable` makes them one. Nothing git holds is dropped: an unreachable object stays
+(git's own gc expires those, as ever). One packing per KB at a time, on one thread of git's
+(`pack.threads=1`: a core stays free for searches); it never holds the write lock, since git
+packs safely beside commits. A failure is logged and tried again `CHECK_EVERY` writes later.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from memory_agent.errors import GitError
+from memory_agent.kb.gitrepo import KBRepo
+
+__all__ = ["CHECK_EVERY", "LOOSE_BUDGET_MB", "PACKS_MAX", "LooseObjects"]
+
+log = logging.getLogger("memory_agent.kb")
+
+CHECK_EVERY = 8  # writes between two looks at the loose objects (one short git process)
+LOOSE_BUDGET_MB = 128.0  # loose objects past this are packed
+PACKS_MAX = 20  # more packs than this are made one
+PACK_TIMEOUT_S = 3600.0  # a repack of a million entries takes minutes, not hours
+
+
+class LooseObjects:
+    """The loose objects of one KB's repository: counted after writes, packed past a budget."""
+
+    def __init__(self, kb_dir: Path):
+        self.kb_dir = kb_dir
+        self._writes = 0
+        self._running = False
+        self._again = False  # writes came in while packing: look once more after it
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def wrote(self) -> None:
+        """A write committed: every CHECK_EVERY writes, look (and pack) on a thread."""
+        with self._lock:
+            self._writes += 1
+            if self._writes < CHECK_EVERY:
+                return
+            self._writes = 0
+            if self._running:
+                self._again = True
+                return
+            self._running = True
+            self._thread = threading.Thread(target=self._run, name="kb-pack", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.pack()
+            except Exception:  # (never leave `_running` set: no packing would follow)
+                log.exception("packing the loose git objects of %s failed", self.kb_dir)
+            with self._lock:
+                if not self._again:
+                    self._running = False
+                    return
+                self._again = False
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Until the packing under way, if any, has finished."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def counts(self) -> dict[str, float]:
+        """git's `count-objects -v` as numbers: `count` and `size` (KiB) loose, `packs`..."""
+        out = KBRepo(self.kb_dir).git("count-objects", "-v")
+        pairs = (line.split(":", 1) for line in out.splitlines() if ":" in line)
+        return {key.strip(): float(value) for key, value in pairs if value.strip().isdigit()}
+
+    def pack(self) -> dict[str, float] | None:
+        """Pack the loose objects if they are past the budget (and the packs if there are too
+        many); what was done, or None when nothing was needed or it failed (logged)."""
+        try:
+            before = self.counts()
+            loose_mb = before.get("size", 0.0) / 1024
+            if loose_mb <= LOOSE_BUDGET_MB and before.get("packs", 0.0) <= PACKS_MAX:
+                return None
+            repo = KBRepo(self.kb_dir)
+            started = time.monotonic()
+            every = before.get("packs", 0.0) > PACKS_MAX
+            args = ["repack", "-d", "-q"] + (["-a", "--keep-unreachable"] if every else [])
+            repo.git("-c", "pack.threads=1", *args, timeout=PACK_TIMEOUT_S)
+            after = self.counts()
+        except (GitError, OSError, ValueError) as exc:
+            log.warning("packing the loose git objects of %s failed: %s", self.kb_dir, exc)
+            return None
+        done = {
+            "loose_mb_before": loose_mb,
+            "loose_mb_after": after.get("size", 0.0) / 1024,
+            "packs": after.get("packs", 0.0),
+            "seconds": time.monotonic() - started,
+        }
+        log.info(
+            "packed %s's loose git objects: %.0f -> %.0f MB loose, %d pack(s), %.1f s%s",
+            self.kb_dir,
+            done["loose_mb_before"],
+            done["loose_mb_after"],
+            done["packs"],
+            done["seconds"],
+            " (every pack made one)" if every else "",
+        )
+        return done

@@ -1,0 +1,89 @@
+"""Git's loose objects in the KB are packed as they pile up (`memory_agent.kb.upkeep`): the
+writes' plumbing commits never run `git gc --auto`, and at 100,000 entries each add left a
+4.3 MB tree loose. Real writes through the gateway, real git; the budget and the number of
+writes between two looks are lowered so that a few writes reach them."""
+
+import subprocess
+
+import pytest
+
+from memory_agent.kb import upkeep
+from tests.memory_agent.helpers import git
+
+
+def counts(kb) -> dict[str, int]:
+    pairs = (line.split(":", 1) for line in git(kb, "count-objects", "-v").splitlines())
+    return {key: int(value) for key, value in pairs}
+
+
+FACTS = (
+    ("Kiwi deploys on Tuesdays", "The kiwi service is deployed every Tuesday at 10:00 UTC."),
+    ("Papaya uses Postgres 16", "The papaya backend stores its orders in Postgres 16."),
+    ("Lychee listens on 7443", "The lychee gateway accepts TLS connections on port 7443."),
+    ("Quince logs go to Loki", "Quince ships its structured logs to the team's Loki cluster."),
+)
+
+
+def add(gateway, facts) -> None:
+    for title, body in facts:
+        assert gateway.add(title, body)["status"] == "created"
+
+
+@pytest.fixture
+def every_write(monkeypatch):
+    monkeypatch.setattr(upkeep, "CHECK_EVERY", 1)
+
+
+def test_loose_objects_past_the_budget_are_packed_and_nothing_is_lost(
+    memory, gateway, every_write, monkeypatch
+):
+    monkeypatch.setattr(upkeep, "LOOSE_BUDGET_MB", 0.0)
+    kb = memory.kb_dir
+    add(gateway, FACTS[:3])
+    gateway.writes.loose.wait(120)
+    after = counts(kb)
+    assert after["count"] == 0 and after["packs"] >= 1  # every object is in a pack now
+    git(kb, "fsck", "--no-progress")  # (raises on a missing or broken object)
+    assert len(git(kb, "log", "--format=%H").split()) >= 4  # the history, whole
+    assert "port 7443" in git(kb, "show", "HEAD:note/lychee-listens-on-7443.md")
+    assert git(kb, "status", "--porcelain") == ""
+
+
+def test_under_the_budget_nothing_is_packed(memory, gateway, every_write):
+    kb = memory.kb_dir
+    before = counts(kb)
+    add(gateway, FACTS[:2])
+    gateway.writes.loose.wait(120)
+    after = counts(kb)
+    assert after["packs"] == before["packs"] and after["count"] > before["count"]
+
+
+def test_too_many_packs_are_made_one_keeping_unreachable_objects(
+    memory, gateway, every_write, monkeypatch
+):
+    kb = memory.kb_dir
+    git(kb, "repack", "-d", "-q")
+    add(gateway, FACTS[:1])
+    git(kb, "repack", "-d", "-q")  # two packs, by hand
+    orphan = subprocess.run(  # an object no commit reaches (a person's `git hash-object -w`)
+        ["git", "-C", str(kb), "hash-object", "-w", "--stdin"],
+        input="an orphan blob\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    subprocess.run(  # ... in a pack of its own: a repack of every pack drops it, unless told
+        ["git", "-C", str(kb), "pack-objects", "-q", ".git/objects/pack/pack"],
+        input=orphan + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    git(kb, "prune-packed")
+    assert counts(kb)["packs"] >= 3 and counts(kb)["count"] == 0
+    monkeypatch.setattr(upkeep, "PACKS_MAX", 1)
+    add(gateway, FACTS[1:2])
+    gateway.writes.loose.wait(120)
+    assert counts(kb)["packs"] == 1
+    assert git(kb, "cat-file", "-t", orphan).strip() == "blob"  # unreachable, and kept
+    git(kb, "fsck", "--no-progress")

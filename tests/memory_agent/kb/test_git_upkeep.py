@@ -58,32 +58,40 @@ def test_under_the_budget_nothing_is_packed(memory, gateway, every_write):
     assert after["packs"] == before["packs"] and after["count"] > before["count"]
 
 
-def test_too_many_packs_are_made_one_keeping_unreachable_objects(
+def test_packing_again_and_again_keeps_few_packs_and_every_unreachable_object(
     memory, gateway, every_write, monkeypatch
 ):
+    """Geometric packing: each packing rolls small packs into larger ones (their number stays
+    logarithmic, no history walked), and an object no commit reaches - loose, or in a pack of
+    its own - is kept."""
+    monkeypatch.setattr(upkeep, "LOOSE_BUDGET_MB", 0.0)
     kb = memory.kb_dir
-    git(kb, "repack", "-d", "-q")
-    add(gateway, FACTS[:1])
-    git(kb, "repack", "-d", "-q")  # two packs, by hand
-    orphan = subprocess.run(  # an object no commit reaches (a person's `git hash-object -w`)
+    orphan = subprocess.run(  # a person's `git hash-object -w`: no commit reaches it
         ["git", "-C", str(kb), "hash-object", "-w", "--stdin"],
         input="an orphan blob\n",
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
-    subprocess.run(  # ... in a pack of its own: a repack of every pack drops it, unless told
+    subprocess.run(  # ... in a pack of its own, as an earlier repack may have left it
         ["git", "-C", str(kb), "pack-objects", "-q", ".git/objects/pack/pack"],
         input=orphan + "\n",
         capture_output=True,
         text=True,
         check=True,
     )
-    git(kb, "prune-packed")
-    assert counts(kb)["packs"] >= 3 and counts(kb)["count"] == 0
-    monkeypatch.setattr(upkeep, "PACKS_MAX", 1)
-    add(gateway, FACTS[1:2])
-    gateway.writes.loose.wait(120)
-    assert counts(kb)["packs"] == 1
-    assert git(kb, "cat-file", "-t", orphan).strip() == "blob"  # unreachable, and kept
+    loose_orphan = subprocess.run(
+        ["git", "-C", str(kb), "hash-object", "-w", "--stdin"],
+        input="another orphan blob\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    for fact in FACTS:  # a packing after every write
+        add(gateway, [fact])
+        gateway.writes.loose.wait(120)
+    after = counts(kb)
+    assert after["count"] == 0 and after["packs"] <= 3  # four packings, not five packs
+    for kept in (orphan, loose_orphan):
+        assert git(kb, "cat-file", "-t", kept).strip() == "blob"  # unreachable, and kept
     git(kb, "fsck", "--no-progress")

@@ -47,6 +47,11 @@ _IN_PROGRESS = (
 # A KB whose git index is larger than this (bytes; ~88 per file: about 90,000 files) gets
 # git's split index, so a commit rewrites a small file instead of the whole index (ADR 0025).
 SPLIT_INDEX_ABOVE = 8_000_000
+# A commit's new objects are written loose without zlib: a folder's tree is written whole at
+# every commit (4.3 MB at 100,000 entries, 2.5 MB at git's default level 1), and compressing it
+# made write-tree ~2x slower and the tree check's diff ~1.4x (`experiments/million/
+# tree_write.py`). `memory_agent.kb.upkeep` packs them, compressed, as they pile up.
+STORE = ("-c", "core.looseCompression=0")
 TRAILER = "Memory-Agent-Machine"  # the trailer naming the machine a commit was written on
 BRANCH_KEY = "memory-agent.branch"  # git config in the KB: the branch memory-agent writes to
 
@@ -274,8 +279,8 @@ class KBRepo:
         return proc.returncode == 0
 
     def _commit_plumbing(self, rel: list[str], message: str, parent: str) -> str | None:
-        self.git("update-index", "--add", "--remove", "--", *rel)
-        written = self._proc("write-tree")
+        self.git(*STORE, "update-index", "--add", "--remove", "--", *rel)
+        written = self._proc(*STORE, "write-tree")
         if written.returncode != 0:
             return None  # unmerged paths: `git commit --only` says so, with git's words
         tree = written.stdout.strip()
@@ -285,7 +290,7 @@ class KBRepo:
         names = tuple(name for name in changed.split("\0") if name)
         if set(names) - set(rel):
             return None  # something else is staged: take the safe path
-        commit = self.git("commit-tree", tree, "-p", parent, "-m", message).strip()
+        commit = self.git(*STORE, "commit-tree", tree, "-p", parent, "-m", message).strip()
         self.faults.reach("pause-commit")  # (a test: the user commits now)
         try:
             self.git(

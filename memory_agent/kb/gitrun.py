@@ -197,7 +197,7 @@ def _lock_error(
     args: Sequence[str], repo: Path, lock: Path, waited: float, proc_root: str | Path | None = None
 ) -> GitError:
     holders = git_processes(repo, proc_root)
-    what = f"`git {args[0]}` in {repo} found {lock} taken"
+    what = f"`git {_command(args)}` in {repo} found {lock} taken"
     if holders is None:
         return GitError(
             f"{what} for {waited:.0f} s; cannot tell whether a git process holds it (the "
@@ -277,6 +277,14 @@ def _env(repo: Path | None = None, extra: dict[str, str] | None = None) -> dict[
     return env
 
 
+def _command(args: Sequence[str]) -> str:
+    """The git command `args` run, past any `-c name=value` before it (for messages)."""
+    i = 0
+    while i < len(args) - 1 and args[i] == "-c":
+        i += 2
+    return args[i] if i < len(args) else "?"
+
+
 def process(
     repo: Path,
     *args: str,
@@ -307,7 +315,7 @@ def process(
             )
         except subprocess.TimeoutExpired as exc:
             raise GitError(
-                f"`git {args[0]}` in {repo} did not finish in {limit:.0f} s and was stopped",
+                f"`git {_command(args)}` in {repo} did not finish in {limit:.0f} s and was stopped",
                 f"something git runs may be waiting (a hook, a filter or a helper its "
                 f"configuration names); run `git -C {repo} {' '.join(args[:3])}` by hand to "
                 "see what it waits for, then retry",
@@ -346,8 +354,8 @@ def run(
         stderr = " ".join(proc.stderr.split())[:500]
         if _disk_full(stderr):
             raise GitError(
-                f"the disk is full: `git {args[0]}` could not write in {repo} ({stderr})",
+                f"the disk is full: `git {_command(args)}` could not write in {repo} ({stderr})",
                 fix_for(stderr, repo),
             )
-        raise GitError(f"`git {args[0]}` failed in {repo}: {stderr}", fix_for(stderr, repo))
+        raise GitError(f"`git {_command(args)}` failed in {repo}: {stderr}", fix_for(stderr, repo))
     return proc.stdout

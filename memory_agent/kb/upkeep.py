@@ -3,8 +3,9 @@
 Every write commits with git's plumbing (`KBRepo.commit_paths`), which - unlike `git commit` -
 never runs `git gc --auto`, so every object a commit makes stays loose: the entry's blob, the
 commit, and the tree of each folder on the entry's path, written whole. A type folder of
-100,000 entries is a 4.3 MB tree: a hundred adds there left ~430 MB of loose objects beside a
-KB that packs into 50 MB, and at a million entries one add leaves ~43 MB.
+100,000 entries is a 4.3 MB tree (written uncompressed: `gitrepo.STORE`): a hundred adds there
+leave ~430 MB of loose objects beside a KB that packs into 50 MB, and at a million entries one
+add leaves ~43 MB.
 
 So, every `CHECK_EVERY` writes, a thread asks git how much is loose (`git count-objects -v`)
 and, past `LOOSE_BUDGET_MB`, packs it with `git repack --geometric=2 -d`: the loose objects go

@@ -1,20 +1,23 @@
-"""Which git commands a run made and what each took, from git's own trace (GIT_TRACE2_PERF).
+"""Which git commands a run made and what each took, from git's own trace.
 
-    GIT_TRACE2_PERF=/tmp/trace .venv/bin/python benchmarks/daemon.py --entries 100000 \
+    GIT_TRACE2_EVENT=/tmp/trace .venv/bin/python benchmarks/daemon.py --entries 100000 \
         --searches 5 --adds 30 --recall-queries 0 --no-rebuild --keep-index --work W --json
     .venv/bin/python experiments/million/git_trace.py /tmp/trace
     .venv/bin/python experiments/million/git_trace.py --tiny   # traces a few commands here (CI)
 
-Every git process the daemon (or anything under that variable) runs writes its start, its
-command name and its exit with the elapsed time; this prints, per command, how many ran, the
-p50 and the total, the largest total first. Only top-level git processes count (`d0`); a
-command's children (`repack`'s `pack-objects`) are inside its time.
+Every git process the daemon (or anything under that variable) runs writes its command name and
+its exit with the elapsed time; this prints, per command, how many ran, the p50 and the total,
+the largest total first. Only top-level git processes count; a command's children (`repack`'s
+`pack-objects`) are inside its time. `GIT_TRACE2_EVENT` (JSON) names each process (`sid`), so
+processes running at once are told apart; `GIT_TRACE2_PERF`'s lines are read too, but paired by
+order - two git processes at once (the upkeep's `count-objects` beside an add) may swap there.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import subprocess
 import tempfile
@@ -23,8 +26,19 @@ from pathlib import Path
 
 def per_command(trace: Path) -> dict[str, list[float]]:
     times: dict[str, list[float]] = collections.defaultdict(list)
-    name = None
+    names: dict[str, str] = {}  # (the event format) a process's sid -> its command
+    name = None  # (the perf format) the command of the last top-level process seen
     for line in trace.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("{"):
+            event = json.loads(line)
+            sid = str(event.get("sid", ""))
+            if "/" in sid:
+                continue  # a child of a git command: inside its time
+            if event.get("event") == "cmd_name":
+                names[sid] = str(event.get("name"))
+            elif event.get("event") == "exit" and sid in names:
+                times[names.pop(sid)].append(float(event["t_abs"]) * 1000)
+            continue
         cells = [cell.strip() for cell in line.split("|")]
         if len(cells) < 6 or cells[1] != "d0":
             continue
@@ -38,7 +52,7 @@ def per_command(trace: Path) -> dict[str, list[float]]:
 
 def tiny_trace(work: Path) -> Path:
     trace = work / "trace"
-    env = {**os.environ, "GIT_TRACE2_PERF": str(trace)}
+    env = {**os.environ, "GIT_TRACE2_EVENT": str(trace)}
     subprocess.run(["git", "init", "-q", str(work / "repo")], check=True, env=env)
     for args in (["status", "--porcelain"], ["count-objects", "-v"], ["status", "--porcelain"]):
         subprocess.run(["git", "-C", str(work / "repo"), *args], check=True, env=env, stdout=-3)
@@ -53,7 +67,7 @@ def main() -> None:
     if args.tiny:
         args.trace = tiny_trace(Path(tempfile.mkdtemp(prefix="git-trace-")))
     elif args.trace is None:
-        raise SystemExit("give a file GIT_TRACE2_PERF wrote, or --tiny")
+        raise SystemExit("give a file GIT_TRACE2_EVENT (or _PERF) wrote, or --tiny")
     times = per_command(args.trace)
     print("| git command | runs | p50 | total |")
     print("|---|---|---|---|")

@@ -13,10 +13,10 @@ into a new pack (deltas between them: trees that differ by one entry take bytes,
 megabytes), small packs are rolled into larger ones so that their number stays logarithmic,
 and the loose copies are dropped. It walks no history (`git repack -d` does: 10 s of a
 100,000-entry KB's 24 s went to listing reachable objects) and drops nothing - an object no
-commit reaches is packed and kept (git's own gc expires those, as ever). A git older than 2.33
-has no geometric repack: `git repack -d` then. One packing per KB at a time, on one of git's
-threads (`pack.threads=1`: a core stays free for searches); it never holds the write lock, as
-git packs safely beside commits. A failure is logged and tried again `CHECK_EVERY` writes later.
+commit reaches is packed and kept (git's own gc expires those, as ever). A git older than 2.32
+has no geometric repack: `git repack -d` then. One packing at a time in a process, on one of
+git's threads (`pack.threads=1`: a core stays free for searches); it never holds the write lock,
+as git packs safely beside commits. A failure is logged and tried again `CHECK_EVERY` writes later.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ log = logging.getLogger("memory_agent.kb")
 CHECK_EVERY = 8  # writes between two looks at the loose objects (one short git process)
 LOOSE_BUDGET_MB = 128.0  # loose objects past this are packed
 PACK_TIMEOUT_S = 3600.0
+_ONE_AT_A_TIME = threading.Lock()  # one packing per process, whatever the number of KBs
 
 
 class LooseObjects:
@@ -59,14 +60,19 @@ class LooseObjects:
             if self._running:
                 self._again = True
                 return
-            self._running = True
-            self._thread = threading.Thread(target=self._run, name="kb-pack", daemon=True)
-            self._thread.start()
+            thread = threading.Thread(target=self._run, name="kb-pack", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError as exc:  # no thread to be had: the write stands, pack later
+                log.warning("could not start packing %s's git objects: %s", self.kb_dir, exc)
+                return
+            self._running, self._thread = True, thread
 
     def _run(self) -> None:
         while True:
             try:
-                self.pack()
+                with _ONE_AT_A_TIME:  # the KBs of a home pack one after the other
+                    self.pack()
             except Exception:  # (never leave `_running` set: no packing would follow)
                 log.exception("packing the loose git objects of %s failed", self.kb_dir)
             with self._lock:
@@ -103,7 +109,7 @@ class LooseObjects:
             except GitError as exc:
                 if "geometric" not in exc.message:
                     raise
-                repo.git(*one_thread, timeout=PACK_TIMEOUT_S)  # git < 2.33
+                repo.git(*one_thread, timeout=PACK_TIMEOUT_S)  # git < 2.32
             after = self.counts()
         except (GitError, OSError, ValueError) as exc:
             log.warning("packing the loose git objects of %s failed: %s", self.kb_dir, exc)

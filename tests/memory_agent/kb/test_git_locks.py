@@ -221,3 +221,12 @@ def test_a_lock_is_not_called_stale_where_the_process_table_cannot_be_read(tmp_p
         KBRepo(kb, lock_wait=5.0).commit_paths([entry], "memory: add a")
     assert time.monotonic() - started < 5.0
     assert "stale" in caught.value.message and f"rm {lock}" in caught.value.fix
+
+
+def test_a_failed_git_command_is_named_past_its_config_options(tmp_path):
+    """The commit's plumbing runs `git -c core.looseCompression=0 update-index ...`: an error
+    names `update-index`, not `-c` (a full disk used to say "`git -c` could not write")."""
+    repo, _ = KBRepo.init(tmp_path / "kb")
+    with pytest.raises(GitError) as raised:
+        repo.git("-c", "core.looseCompression=0", "-c", "pack.threads=1", "no-such-command")
+    assert "`git no-such-command` failed" in raised.value.message

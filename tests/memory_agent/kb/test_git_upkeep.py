@@ -11,6 +11,13 @@ from memory_agent.kb import upkeep
 from tests.memory_agent.helpers import git
 
 
+def git_in(kb, *args: str, data: str) -> str:
+    """`git args` with `data` on its standard input; its output, stripped."""
+    return subprocess.run(
+        ["git", "-C", str(kb), *args], input=data, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def counts(kb) -> dict[str, int]:
     pairs = (line.split(":", 1) for line in git(kb, "count-objects", "-v").splitlines())
     return {key: int(value) for key, value in pairs}
@@ -66,27 +73,10 @@ def test_packing_again_and_again_keeps_few_packs_and_every_unreachable_object(
     its own - is kept."""
     monkeypatch.setattr(upkeep, "LOOSE_BUDGET_MB", 0.0)
     kb = memory.kb_dir
-    orphan = subprocess.run(  # a person's `git hash-object -w`: no commit reaches it
-        ["git", "-C", str(kb), "hash-object", "-w", "--stdin"],
-        input="an orphan blob\n",
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    subprocess.run(  # ... in a pack of its own, as an earlier repack may have left it
-        ["git", "-C", str(kb), "pack-objects", "-q", ".git/objects/pack/pack"],
-        input=orphan + "\n",
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    loose_orphan = subprocess.run(
-        ["git", "-C", str(kb), "hash-object", "-w", "--stdin"],
-        input="another orphan blob\n",
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    orphan = git_in(kb, "hash-object", "-w", "--stdin", data="an orphan blob\n")  # a person's
+    git_in(kb, "pack-objects", "-q", ".git/objects/pack/pack", data=orphan)  # in a pack of its own
+    loose_orphan = git_in(kb, "hash-object", "-w", "--stdin", data="another orphan blob\n")
+    assert counts(kb)["packs"] == 1  # the orphan's (the new KB's objects are all loose)
     for fact in FACTS:  # a packing after every write
         add(gateway, [fact])
         gateway.writes.loose.wait(120)

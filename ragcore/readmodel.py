@@ -15,8 +15,8 @@ and entities map to document rows (`ragcore.setindex`).
 A filter is a boolean mask over slots, built with a few vectorised operations. A dense search
 (`ragcore.dense`) scores every row with one matrix-vector product and keeps the best of the
 allowed ones - or, on a large model with a graph attached (`attach_graph`, `ragcore.ann`),
-rescores the graph's candidates exactly: no Python loop over points either way. Removing a chunk marks its slot dead; when a quarter
-of the slots are dead they are renumbered (a vacuum).
+rescores the graph's candidates exactly: no Python loop over points either way. Removing a
+chunk marks its slot dead; when a quarter of the slots are dead they are renumbered.
 
 Design and measurements: docs/adr/0008-an-in-memory-read-model-over-a-sqlite-segment.md.
 """
@@ -71,8 +71,10 @@ class _Codes:
         new.code = dict(self.code)
         return new
 
-    def allowed(self, values: Iterable[str]) -> np.ndarray:
-        return np.array([self.code[v] for v in values if v in self.code], dtype=np.int16)
+    def rows_in(self, values: Iterable[str], column: np.ndarray) -> np.ndarray:
+        table = np.zeros(len(self.code) + 1, dtype=bool)  # a lookup: np.isin is ~7x slower
+        table[[self.code[v] for v in values if v in self.code]] = True
+        return table[column]
 
 
 @dataclass
@@ -434,18 +436,16 @@ class ReadModel:
             ("scope", flt.scopes),
         ):
             if values is not None:
-                rows &= np.isin(getattr(self._cols, name)[:n], self._codes[name].allowed(values))
+                rows &= self._codes[name].rows_in(values, getattr(self._cols, name)[:n])
         if flt.tags is not None:
             tagged = np.zeros(n, dtype=bool)
             for tag in flt.tags:
-                hit = self._tags.rows(tag)
-                if hit:
+                if hit := self._tags.rows(tag):
                     tagged[list(hit)] = True
             rows &= tagged
         if flt.doc_ids is not None:
             listed = np.zeros(n, dtype=bool)
-            idx = [self._doc_row[d] for d in flt.doc_ids if d in self._doc_row]
-            listed[idx] = True
+            listed[[self._doc_row[d] for d in flt.doc_ids if d in self._doc_row]] = True
             rows &= listed
         if flt.exclude_ids:
             rows[[self._doc_row[d] for d in flt.exclude_ids if d in self._doc_row]] = False

@@ -14,6 +14,8 @@ limit 8. Per size it prints:
 - daemon start to the first answer (lexical while the model loads) and to the first full one;
 - a full rebuild with every embedding in the cache;
 - open file descriptors of the daemon after 10 adds and after `--fd-adds` more (0: skipped).
+With `--fanout` the KB is fanned out (`memory-agent kb fanout --confirm`, timed: `fanout_s`)
+after the first index, so the adds write `kb/<type>/<xx>/<id>.md` (ADR 0031).
 
 Entries have a realistic size: a title sentence and 2-5 body sentences sampled, with a fixed
 seed, from the SciFact and LoCoMo corpora in ../shared/bench (read here, never copied); the
@@ -43,11 +45,12 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-from daemon_home import Text, bench_env, open_fds, pct, reset_home, rss_mb
+from daemon_home import FANNED_BASE, Text, bench_env, open_fds, pct, reset_home, rss_mb
 
 from memory_agent.client import DaemonClient
 from memory_agent.serve.session import ProxySession
@@ -82,7 +85,7 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
     env = bench_env(home, args)
     client = DaemonClient(home, timeout=7200)
     client.stop(wait=True, timeout=600)
-    reset_home(home, size, text)
+    reset_home(home, size, text, args.fanout)
     if not (args.keep_index and (home / "index" / "CURRENT").is_file()):
         shutil.rmtree(home / "index", ignore_errors=True)  # else: built at the base commit
     shutil.rmtree(home / "events", ignore_errors=True)
@@ -92,6 +95,13 @@ def measure(size: int, args: argparse.Namespace, text: Text) -> dict[str, float]
     client.ensure()
     client.admin("refresh")
     out["first_index_s"] = time.perf_counter() - t
+    if args.fanout:  # the KB moved to kb/<type>/<xx>/<id>.md (ADR 0031), then indexed again
+        print(f"[{size}] kb fanout", file=sys.stderr)
+        t = time.perf_counter()
+        out["fanout_moved"] = client.admin("fanout?confirm=1").get("moved", 0)
+        out["fanout_s"] = time.perf_counter() - t
+        kb = ["git", "-C", str(home / "kb")]
+        subprocess.run([*kb, "update-ref", FANNED_BASE, "HEAD"], check=True)  # the next base
     t = time.perf_counter()
     if args.graph_wait:
         out["dense_graph"] = float(wait_dense(client) == "graph")  # built once, then mapped
@@ -239,6 +249,12 @@ def main() -> None:
     parser.add_argument("--no-rebuild", dest="rebuild", action="store_false")
     parser.add_argument("--keep-index", action="store_true", help="reuse an index at the base")
     parser.add_argument("--no-graph-wait", dest="graph_wait", action="store_false")
+    parser.add_argument(
+        "--fanout",
+        action="store_true",
+        help="fan the KB out (`memory-agent kb fanout`) after the first index: adds then write "
+        "kb/<type>/<xx>/<id>.md (the base commit stays flat; the next run resets to it)",
+    )
     parser.add_argument("--clients", default="", help="concurrent proxies, e.g. 1,10,20")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per window")
     parser.add_argument("--runs", type=int, default=3, help="windows per setting (median)")

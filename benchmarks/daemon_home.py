@@ -132,16 +132,24 @@ def bench_env(home: Path, args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
-def reset_home(home: Path, size: int, text: Text) -> None:
-    """Write the KB of `size` entries once; on a rerun drop what earlier runs added."""
+FANNED_BASE = "refs/bench/base-fanout"  # the base commit fanned out (`daemon.py --fanout`)
+
+
+def reset_home(home: Path, size: int, text: Text, fanout: bool = False) -> None:
+    """Write the KB of `size` entries once; on a rerun drop what earlier runs added (back to
+    its fanned-out base with `fanout`, once there is one: `FANNED_BASE`)."""
     if not (home / "kb" / ".git").exists():
         print(f"[{size}] writing {size} entries", file=sys.stderr)
         text.rng.seed(HOME_SEED)  # one stream: a smaller home is a prefix of a larger one
         make_kb(home, size, text)
         return
     git = ["git", "-C", str(home / "kb")]
-    base = subprocess.run(
-        [*git, "log", "--format=%H", "--grep=^bench entries$"], capture_output=True, text=True
-    ).stdout.split()[0]
+    fanned = subprocess.run([*git, "rev-parse", "-q", "--verify", FANNED_BASE], capture_output=True)
+    if fanout and fanned.returncode == 0:
+        base = fanned.stdout.decode().strip()
+    else:
+        base = subprocess.run(
+            [*git, "log", "--format=%H", "--grep=^bench entries$"], capture_output=True, text=True
+        ).stdout.split()[0]
     subprocess.run([*git, "reset", "-q", "--hard", base], check=True)
     subprocess.run([*git, "clean", "-qfdx"], check=True)

@@ -47,26 +47,30 @@ def add_commands(command) -> None:
     p = command(
         "kb",
         cmd_kb,
-        "list, add or remove the knowledge bases of this home (a team's shared KB)",
+        "list, add, remove or fan out the knowledge bases of this home (a team's shared KB)",
         "`kb list` (default): the personal KB and those added, with their remotes and entry "
         "counts. `kb add NAME URL [--read-only]`: clone a shared KB (an empty remote gets a first "
         "commit, pushed), index its entries (ids NAME:<id>) and sync it with the rest. `kb "
         "remove NAME`: refused while it holds commits no remote has (run `memory-agent sync "
         "--kb NAME` first); the clone is moved to <home>/kbs/.removed/, never deleted, and its "
-        "entries leave the index.",
+        "entries leave the index. `kb fanout [NAME] [--confirm]`: move a large KB's entries "
+        "from kb/<type>/<id>.md to kb/<type>/<xx>/<id>.md (256 subfolders per type) in one "
+        "commit, file contents unchanged - git rewrites a changed folder's listing at every "
+        "commit, ~1-2 s per add at a million entries in one folder; a preview first.",
     )
     p.add_argument(
         "action",
         nargs="?",
-        choices=("list", "add", "remove"),
+        choices=("list", "add", "remove", "fanout"),
         default="list",
-        help="list (default), add or remove",
+        help="list (default), add, remove or fanout",
     )
-    p.add_argument("name", nargs="?", help="with add and remove: the KB's name, such as team")
+    p.add_argument("name", nargs="?", help="with add, remove, fanout: the KB's name, such as team")
     p.add_argument("url", nargs="?", help="with add: the shared repository's URL")
     p.add_argument(
         "--read-only", action="store_true", help="with add: search it, never write or push to it"
     )
+    p.add_argument("--confirm", action="store_true", help="with fanout: move (default: preview)")
 
     p = command(
         "secrets",
@@ -277,6 +281,23 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return emit(args, reply, human)
 
 
+def print_fanout(r: dict) -> None:
+    where = f"kb {r['kb']} ({r['kb_dir']})"
+    if r["status"] == "preview":
+        kinds = ", ".join(f"{n} {t}" for t, n in r["by_type"].items()) or "no entries"
+        print(f"{where}: {r['moves']} files to move into <type>/<xx>/<id>.md ({kinds})")
+        for m in r["examples"]:
+            print(f"  {m['from']} -> {m['to']}")
+        state = "is fanned out already" if r["fanned_out"] else "is flat"
+        print(f"it {state}; nothing moved: add --confirm to move them in one commit")
+    elif r["status"] == "unchanged":
+        print(f"{where} is fanned out: nothing to move")
+    else:
+        print(f"{where}: moved {r['moved']} files in commit {r['commit'][:12]}")
+        for path in r["kept"]:
+            print(f"  kept {path}: its id has a file in its new place too (fix by hand)")
+
+
 def cmd_kb(args: argparse.Namespace) -> int:
     """`memory-agent kb [list|add|remove]`: a thin shell over the daemon's /admin/kb routes."""
     from urllib.parse import urlencode
@@ -286,6 +307,9 @@ def cmd_kb(args: argparse.Namespace) -> int:
     client = daemon_client(args)
     if args.action == "list":
         return emit(args, client.admin("kb", method="GET"), print_kbs)
+    if args.action == "fanout":
+        query = {"kb": args.name or "", **({"confirm": "1"} if args.confirm else {})}
+        return emit(args, client.admin("fanout?" + urlencode(query)), print_fanout)
     if not args.name:
         raise Invalid(f"kb {args.action}: no name", f"memory-agent kb {args.action} NAME ...")
     if args.action == "remove":

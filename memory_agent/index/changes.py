@@ -25,6 +25,7 @@ class Changes:
     restamps: dict[str, str | None] = field(default_factory=dict)
     full: bool = False
     looked_at: int = 0  # files stat'ed
+    kb_ids: set[str] = field(default_factory=set)  # KB entries decided (by the path scan)
 
     @property
     def empty(self) -> bool:

@@ -30,7 +30,14 @@ from memory_agent.index.episode_source import EpisodeSource
 from memory_agent.index.portable_watch import PortableWatcher
 from memory_agent.index.watch import Watcher, inotify_available
 from memory_agent.kb.entries import ENTRY_TYPES, ValidationError
-from memory_agent.kb.files import duplicate_problem, kb_claims, kb_file_names, read_kb_entry
+from memory_agent.kb.files import (
+    duplicate_problem,
+    entry_id_at,
+    entry_places,
+    kb_claims,
+    kb_file_names,
+    read_kb_entry,
+)
 from memory_agent.kb.kbs import KB_SOURCE, KbPlace
 from ragcore import DocInfo, Document, DocumentError
 
@@ -304,14 +311,13 @@ class Scanner:
         """A full scan of one KB's files, the same rules for every KB: ids as `qualify` names
         them (the personal KB's bare, another's `<name>:<id>`); the first of two files with one
         id (in ENTRY_TYPES order: `kb_claims`) owns it, the other is a problem."""
-        names, links = kb_file_names(kb_dir)
+        folders: list[Path] = []
+        names, links = kb_file_names(kb_dir, folders)
         self._kb_problems.update(links)
         if watch is not None and kb_dir.is_dir():
             watch.watch(kb_dir)
-            for entry_type in ENTRY_TYPES:
-                folder = kb_dir / entry_type
-                if folder.is_dir() and not folder.is_symlink():
-                    watch.watch(folder)
+            for folder in folders:  # the type folders and their fanned-out subfolders
+                watch.watch(folder)
         for folder, name in names:  # strings: at 1M files a Path each was most of the scan
             out.looked_at += 1
             full = f"{folder}{os.sep}{name}"
@@ -333,13 +339,15 @@ class Scanner:
         if self.episodes is not None and self.episodes.holds(path):
             self.episodes.path_changed(path, known, out)
             return
-        if self._kb_id(path) is not None:
-            self._kb_changed(path.stem, known, out)
+        local_id = entry_id_at(path, self.kb_dir)
+        if local_id is not None:
+            self._kb_changed(local_id, known, out)
             return
         for place in self._kbs:
-            if path.parent.parent == place.dir and path.parent.name in ENTRY_TYPES:
-                if path.suffix == ".md" and not path.name.startswith("."):
-                    self._kb_changed(path.stem, known, out, place)
+            if path.is_relative_to(place.dir):
+                local_id = entry_id_at(path, place.dir)
+                if local_id is not None:
+                    self._kb_changed(local_id, known, out, place)
                 return
         located = self._locate(path, corpora)
         if located is None:
@@ -366,13 +374,6 @@ class Scanner:
         if path.is_symlink():
             self._needs_full = True  # report it with the other links
 
-    def _kb_id(self, path: Path) -> str | None:
-        """The entry id a KB path would hold (`kb/<type>/<id>.md`), or None."""
-        if path.parent.parent == self.kb_dir and path.parent.name in ENTRY_TYPES:
-            if path.suffix == ".md" and not path.name.startswith("."):
-                return path.stem
-        return None
-
     def _kb_changed(
         self, local_id: str, known: Known, out: Changes, place: KbPlace | None = None
     ) -> None:
@@ -382,18 +383,16 @@ class Scanner:
         than the personal one."""
         kb_dir = place.dir if place is not None else self.kb_dir
         doc_id = place.qualify(local_id) if place is not None else local_id
+        if doc_id in out.kb_ids:
+            return  # decided once per batch: a move names two paths of one id (a fan-out, 2M)
+        out.kb_ids.add(doc_id)
         loader = self._other_kb_loader(place) if place is not None else self._kb_doc
         owner, problems = kb_claims(kb_dir, local_id)
-        for entry_type in ENTRY_TYPES:
-            path = str(kb_dir / entry_type / f"{local_id}.md")
+        for path in [str(p) for t in ENTRY_TYPES for p in entry_places(kb_dir, t, local_id)]:
             self._kb_problems.pop(path, None)
             if path != str(owner):
                 self._problems.pop(path, None)
         self._kb_problems.update(problems)
-        if doc_id in out.deletes:
-            out.deletes.remove(doc_id)
-        out.upserts = [d for d in out.upserts if d.id != doc_id]
-        out.restamps.pop(doc_id, None)
         if owner is not None:
             try:
                 st = owner.stat()
@@ -410,7 +409,7 @@ class Scanner:
 
     def _locate(self, path: Path, corpora: list[Corpus]):
         """(doc id, loader) of a corpus path the index could hold, or None."""
-        if path.parent.parent == self.kb_dir and path.parent.name in ENTRY_TYPES:
+        if entry_id_at(path, self.kb_dir) is not None:
             return None
         if any(path.is_relative_to(p.dir) for p in self._kbs):
             return None

@@ -22,6 +22,7 @@ at once, each naming the field, what is wrong and how to fix it; `ValidationErro
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -124,8 +125,6 @@ def make_id(title: str, taken: Any = frozenset()) -> str:
     ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
     slug = re.sub(r"[^a-z0-9]+", "-", ascii_title.lower()).strip("-")[:60].strip("-")
     if len(slug) < 3:
-        import hashlib
-
         slug = "entry-" + hashlib.sha256(title.encode("utf-8")).hexdigest()[:10]
     is_taken = taken if callable(taken) else taken.__contains__
     candidate, n = slug, 2
@@ -196,8 +195,6 @@ class Entry:
 
 def content_key(title: str, body: str) -> str:
     """Normalised text of an entry, for exact-duplicate detection."""
-    import hashlib
-
     text = " ".join(normalize_text(f"{title}\n{body}").lower().split())
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -414,8 +411,15 @@ def read_entry(path: Path) -> Entry:
         raise InvalidFile(exc.problems, path) from exc
 
 
-def entry_path(kb_dir: Path, entry_type: str, entry_id: str) -> Path:
-    """`kb/<type>/<id>.md`, checked to stay inside the KB."""
+def shard(entry_id: str) -> str:
+    """The subfolder of `entry_id` in a fanned-out type folder (`kb.files`, ADR 0031): two hex
+    digits, the same on every machine and version (the first of its SHA-256)."""
+    return hashlib.sha256(entry_id.encode("utf-8")).hexdigest()[:2]
+
+
+def entry_path(kb_dir: Path, entry_type: str, entry_id: str, fanned: bool = False) -> Path:
+    """`kb/<type>/<id>.md`, or with `fanned` `kb/<type>/<xx>/<id>.md` (`shard`),
+    checked to stay inside the KB."""
     if entry_type not in ENTRY_TYPES:
         raise ValidationError(
             [f"type: {entry_type!r} is not a type; use one of {', '.join(ENTRY_TYPES)}"]
@@ -425,4 +429,6 @@ def entry_path(kb_dir: Path, entry_type: str, entry_id: str) -> Path:
         raise ValidationError([problem])
     # The id is a slug (no '/', no '..'): the path stays inside the KB by construction. Links
     # on the way are the gateway's to refuse, naming them.
+    if fanned:
+        return kb_dir / entry_type / shard(entry_id) / f"{entry_id}.md"
     return kb_dir / entry_type / f"{entry_id}.md"

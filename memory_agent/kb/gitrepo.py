@@ -100,6 +100,7 @@ class KBRepo:
         check: bool = True,
         env: dict[str, str] | None = None,
         timeout: float | None = None,
+        input: str | None = None,
     ) -> str:
         return run(
             self.path,
@@ -109,6 +110,7 @@ class KBRepo:
             proc_root=self.proc_root,
             env=env,
             timeout=timeout,
+            input=input,
         )
 
     def succeeds(self, *args: str) -> bool:
@@ -312,6 +314,26 @@ class KBRepo:
                 "retry the write",
             ) from None
         self.made = (parent, commit, names)
+        return commit
+
+    def commit_staged(self, message: str) -> str:
+        """Commit the index as it is (a change the caller staged whole: `memory-agent fanout`)
+        on HEAD, moving HEAD with a compare-and-swap; the hash."""
+        if TRAILER not in message:
+            message = f"{message.rstrip()}\n\n{TRAILER}: {machine_name()}"
+        parent = self.head()
+        tree = self.git(*STORE, "write-tree").strip()
+        commit = self.git(
+            *STORE, "commit-tree", tree, *(("-p", parent) if parent else ()), "-m", message
+        ).strip()
+        self.git(
+            "update-ref",
+            "-m",
+            f"commit: {message.splitlines()[0]}",
+            "HEAD",
+            commit,
+            *((parent,) if parent else ()),
+        )
         return commit
 
     def _holds(self, commit: str, tree: str, rel: Sequence[str]) -> bool:

@@ -293,12 +293,14 @@ def process(
     proc_root: str | Path | None = None,
     env: dict[str, str] | None = None,
     timeout: float | None = None,
+    input: str | None = None,
 ) -> subprocess.CompletedProcess:
     """Run `git args` in `repo` under the lock rule: a command that found a lock taken is run
     again until LOCK_WAIT_S has passed; past it, or at once when the lock is stale, the lock
     error (`GitError`, naming the holder or the command that removes a stale lock). `env`:
     variables set for this command (a replayed commit's author); `timeout`: its time limit
-    (GIT_TIMEOUT_S when None), past which it is killed and `GitError` names it."""
+    (GIT_TIMEOUT_S when None), past which it is killed and `GitError` names it; `input`: its
+    standard input (else none)."""
     bound = LOCK_WAIT_S if lock_wait is None else lock_wait
     limit = GIT_TIMEOUT_S if timeout is None else timeout
     started = time.monotonic()
@@ -310,7 +312,7 @@ def process(
                 capture_output=True,
                 text=text,
                 env=_env(repo, env),
-                stdin=subprocess.DEVNULL,
+                **({"stdin": subprocess.DEVNULL} if input is None else {"input": input}),
                 timeout=limit,
             )
         except subprocess.TimeoutExpired as exc:
@@ -346,10 +348,13 @@ def run(
     proc_root: str | Path | None = None,
     env: dict[str, str] | None = None,
     timeout: float | None = None,
+    input: str | None = None,
 ) -> str:
     """The stdout of `git args` in `repo`; a failure raises `GitError` unless check=False (a
     lock that stays taken raises in any case)."""
-    proc = process(repo, *args, lock_wait=lock_wait, proc_root=proc_root, env=env, timeout=timeout)
+    proc = process(
+        repo, *args, lock_wait=lock_wait, proc_root=proc_root, env=env, timeout=timeout, input=input
+    )
     if proc.returncode != 0 and check:
         stderr = " ".join(proc.stderr.split())[:500]
         if _disk_full(stderr):

@@ -205,6 +205,13 @@ def build_app(service: Any, server_holder: dict[str, Any], *, single_exchange: b
         confirm = request.query_params.get("confirm", "0") == "1"
         return await admin(lambda: service.gc(dry_run=dry_run, confirm=confirm))
 
+    @mcp.custom_route("/admin/fanout", methods=["POST"])
+    async def fanout(request: Request) -> JSONResponse:
+        """`memory-agent fanout`: ?kb=NAME&confirm=1 -> the preview or the commit."""
+        query = request.query_params
+        confirm = query.get("confirm") == "1"
+        return await admin(lambda: service.fanout(query.get("kb"), confirm=confirm))
+
     @mcp.custom_route("/admin/import", methods=["POST"])
     async def import_(request: Request) -> JSONResponse:
         """`memory-agent import`: {sections, label, scope, where, confirm} -> the plan or the

@@ -9,6 +9,7 @@ wrong and the command that fixes it.
     git       an identity for the KB's commits (memory-agent's own is used without one)
     remote    each KB's remote answers `git ls-remote` (with the person's own ssh and
               credentials, no prompt)
+    layout    each KB flat with no folder past FANOUT_ABOVE entries, or fanned out (ADR 0031)
     agents    each agent found on this machine has this home's MCP server and hooks
     platform  how this machine locks files, watches them and reaches the daemon
 
@@ -32,6 +33,7 @@ from memory_agent.errors import describe
 __all__ = ["MIN_FREE_MB", "diagnose"]
 
 MIN_FREE_MB = 500  # an index rebuild writes a new generation beside the live one
+FANOUT_ABOVE = 50_000  # entries in one flat type folder past which doctor names `kb fanout`
 
 
 def _line(name: str, ok: bool, message: str, fix: str | None = None) -> dict[str, Any]:
@@ -50,6 +52,7 @@ def diagnose(home: Path, *, user_home: Path | None = None, start: bool = True) -
     lines += _daemon_and_index(home, start)
     lines.append(_git_identity(home / "kb"))
     lines += _remotes(home)
+    lines += _layouts(home)
     lines += _agents(home, user_home)
     lines.append(_platform(cfg))
     return lines
@@ -222,6 +225,47 @@ def _remotes(home: Path) -> list[dict[str, Any]]:
         else:
             lines.append(_line(f"remote {name}", True, f"{shown(url)} answers"))
     return lines
+
+
+def _layouts(home: Path) -> list[dict[str, Any]]:
+    """Each KB's layout: a flat type folder past FANOUT_ABOVE entries names `kb fanout`."""
+    from memory_agent.kb.entries import ENTRY_TYPES
+    from memory_agent.kb.files import fanned_out
+    from memory_agent.kb.kbs import Registry
+
+    lines = []
+    for place in Registry(home).all():
+        if not place.dir.is_dir():
+            continue  # `remote NAME` names the fix
+        check = f"layout {place.name}"
+        if fanned_out(place.dir):
+            lines.append(_line(check, True, "fanned out (kb/<type>/<xx>/<id>.md)"))
+            continue
+        counts = {t: _md_files(place.dir / t) for t in ENTRY_TYPES}
+        folder, most = max(counts.items(), key=lambda kv: kv[1])
+        if most <= FANOUT_ABOVE:
+            lines.append(_line(check, True, f"flat; the largest folder, {folder}/, has {most:,}"))
+            continue
+        name = "" if place.personal else f" {place.name}"
+        lines.append(
+            _line(
+                check,
+                False,
+                f"{folder}/ holds {most:,} entries in one folder: git writes its whole listing "
+                "at every commit (~1 s per add at a million)",
+                f"run `memory-agent kb fanout{name}` to see the move, then with --confirm "
+                "(one commit; upgrade every member of a shared KB first; ADR 0031)",
+            )
+        )
+    return lines
+
+
+def _md_files(folder: Path) -> int:
+    try:
+        with os.scandir(folder) as listing:
+            return sum(1 for e in listing if e.name.endswith(".md"))
+    except OSError:
+        return 0
 
 
 def _agents(home: Path, user_home: Path | None) -> list[dict[str, Any]]:

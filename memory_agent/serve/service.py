@@ -288,6 +288,13 @@ class Service:
                 )
             return {**report, **reply}
 
+    def fanout(self, kb: Any = None, confirm: bool = False) -> dict[str, Any]:
+        """`memory-agent fanout`: the preview, or the moves' commit (`Gateway.fan_out`)."""
+        self.touch()
+        self.model.wait()
+        with self.lock:
+            return self.gateway_for(kb or None).fan_out(confirm)
+
     def _write(self, fn, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """A write: embed its text with no lock held, then run it under the write lock. The
         reply comes after the new snapshot is published (read-your-writes)."""

@@ -28,14 +28,13 @@ import yaml
 
 from memory_agent.errors import Invalid
 from memory_agent.kb.entries import (
-    ENTRY_TYPES,
     Entry,
     ValidationError,
     make_id,
     parse_entry,
     render_entry,
 )
-from memory_agent.kb.files import name_taken
+from memory_agent.kb.files import entry_of, name_taken, renamed_place
 from memory_agent.kb.scopes import HEADER, MAP_BOUNDS, MAP_FILE
 from ragcore import load_yaml
 
@@ -98,7 +97,7 @@ class Merge:
         def rank(pair: tuple[str, str]) -> int:
             status, name = pair
             if status == "A":
-                twin = self._is_entry(name) and name_taken(self.tree, name.split("/")[1][:-3])
+                twin = self._taken_elsewhere(name)
                 return 1 if twin else 2
             return 0 if status == "D" else 3
 
@@ -186,12 +185,13 @@ class Merge:
 
     # -- helpers ------------------------------------------------------------------------------
     def _is_entry(self, name: str) -> bool:
-        parts = name.split("/")
-        return len(parts) == 2 and parts[0] in ENTRY_TYPES and parts[1].endswith(".md")
+        return entry_of(name) is not None
 
     def _taken_elsewhere(self, name: str) -> bool:
-        """Whether the entry file `name` (not in the tree) has its id in another type folder."""
-        return self._is_entry(name) and name_taken(self.tree, name.split("/")[1][:-3])
+        """Whether the entry file `name` (not in the tree) has its id in another place (another
+        type folder, or the other layout: `kb.files.entry_places`)."""
+        found = entry_of(name)
+        return found is not None and name_taken(self.tree, found[1])
 
     def _unlinked(self, name: str) -> Path:
         """The tree's path of `name`, refused (`Invalid`) when it or a folder on the way is a
@@ -219,9 +219,8 @@ class Merge:
     def _renamed(self, name: str, text: str | None) -> str:
         if not self._is_entry(name):
             return name
-        folder, file = name.split("/")
-        old = file[:-3]
-        return f"{folder}/{self.renames[old]}.md" if old in self.renames else name
+        old = entry_of(name)[1]  # type: ignore[index]  # (an entry: `_is_entry`)
+        return renamed_place(name, self.renames[old]) if old in self.renames else name
 
     def _relink(self, text: str | None) -> str | None:
         """This side's text with the ids it renamed rewritten (its id, its links, its
@@ -233,11 +232,10 @@ class Merge:
         return text
 
     def _rename(self, name: str, text: str, ours: Entry) -> list[str]:
-        folder = name.split("/")[0]
         new_id = make_id(ours.id, lambda i: name_taken(self.tree, i) or i == ours.id)
         old = ours.id
         self.renames[old] = new_id
-        new_name = f"{folder}/{new_id}.md"
+        new_name = renamed_place(name, new_id)
         self._write(new_name, self._relink(text) or "")  # its id (and links to it) rewritten
         self.notes.append({"id": old, "replayed_as": new_id})
         return [new_name]

@@ -24,7 +24,7 @@ from memory_agent import limits
 from memory_agent.clock import iso
 from memory_agent.errors import Conflict, Invalid, NotFound
 from memory_agent.kb.entries import Entry, content_key, entry_path, render_entry
-from memory_agent.kb.files import read_kb_entry
+from memory_agent.kb.files import fanned_out, read_kb_entry
 from memory_agent.write.checks import (
     check_committed,
     check_target,
@@ -201,7 +201,8 @@ def resolve_fork(
             entry.extra.update(superseded_by=new.id, superseded_at=new.created)
             files[path] = render_entry(entry)
         old.extra["superseded_by"] = new.id
-        files[entry_path(gateway.kb_dir, new.type, new.id)] = render_entry(new)
+        kb = gateway.kb_dir
+        files[entry_path(kb, new.type, new.id, fanned_out(kb))] = render_entry(new)
         message = f"memory: resolve the fork of {old.id}: merge {', '.join(active)} into {new.id}"
         reply = {
             "id": name(old.id),

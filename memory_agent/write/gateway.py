@@ -40,6 +40,7 @@ from memory_agent.errors import Conflict, Invalid
 from memory_agent.index.memory import Memory
 from memory_agent.intake.secrets import ALLOW_FILE, ALLOW_HEADER, allow_line, allowed_in
 from memory_agent.kb.entries import content_key, entry_path, render_entry
+from memory_agent.kb.files import fanned_out
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.kbs import KbPlace
 from memory_agent.kb.scopes import MAP_FILE, ScopeMap, resolve, search_scopes
@@ -52,6 +53,7 @@ from memory_agent.write.checks import (
     new_entry,
 )
 from memory_agent.write.dedup import find_duplicate
+from memory_agent.write.fanout import fan_out
 from memory_agent.write.forks import fork_hint, resolve_fork, successors_of
 from memory_agent.write.import_plan import plan_import
 from memory_agent.write.imports import clean_sections
@@ -157,7 +159,7 @@ class Gateway:
                     f"\n\nForced past the near-duplicate {duplicate['duplicate_of']} "
                     f"(similarity {duplicate['score']})."
                 )
-            path = entry_path(self.kb_dir, entry.type, entry.id)
+            path = entry_path(self.kb_dir, entry.type, entry.id, fanned_out(self.kb_dir))
             reply: dict[str, Any] = {
                 "status": "created",
                 "id": self.place.qualify(entry.id),
@@ -267,7 +269,7 @@ class Gateway:
             )
             old.status = "superseded"
             old.extra.update(superseded_by=new.id, superseded_at=new.created)
-            new_path = entry_path(self.kb_dir, new.type, new.id)
+            new_path = entry_path(self.kb_dir, new.type, new.id, fanned_out(self.kb_dir))
             files = {new_path: render_entry(new), old_path: render_entry(old)}
             if new_map is not None:
                 files[self.kb_dir / MAP_FILE] = new_map
@@ -387,6 +389,18 @@ class Gateway:
             return resolve_fork(
                 self, lambda s: self._seen(s, None, None, None), entry_id, **request
             )
+
+    def fan_out(self, confirm: bool = False) -> dict[str, Any]:
+        """`memory-agent fanout`: a preview, or the KB's entries moved into 256 subfolders per
+        type in one commit, then indexed (`memory_agent.write.fanout`). Call with the lock held."""
+        with self.memory.session():
+            if confirm:
+                self.writes.begin(None, "fanout", {})  # writable, recovered, scanned
+            reply = fan_out(self.kb_dir, self.repo, confirm)
+            if reply.get("commit"):
+                self.memory.refresh(force=True)
+                reply["generation"] = self.memory.index.generation
+            return {**reply, "kb": self.place.name}
 
     def archive_many(self, ids: list[str], reason: str, confirm: bool = False) -> dict[str, Any]:
         """Archive several entries in ONE commit (used by gc). Preview unless `confirm`.

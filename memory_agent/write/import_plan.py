@@ -32,7 +32,7 @@ import numpy as np
 
 from memory_agent.errors import Invalid
 from memory_agent.kb.entries import Entry, content_key, entry_path, make_id, render_entry
-from memory_agent.kb.files import name_taken
+from memory_agent.kb.files import fanned_out, name_taken
 from memory_agent.kb.gitrepo import KBRepo
 from memory_agent.kb.scopes import MAP_FILE, resolve
 from memory_agent.write.checks import check_committed, check_target, load_writable, new_entry
@@ -163,6 +163,7 @@ def plan_import(
     plan = ImportPlan(scope=name)
     existing, retired = imported_entries(memory)
     kb = memory.kb_dir
+    fanned = fanned_out(kb)
     batch_keys: dict[str, str] = {}  # content key -> id written by this import
     vectors: list[tuple[str, np.ndarray]] = []
     threshold = dedup_threshold(memory.cfg.embedder)
@@ -233,7 +234,7 @@ def plan_import(
             continue
         entry.id = make_id(id_seed(section, where), lambda i: i in used or name_taken(kb, i))
         used.add(entry.id)
-        path = entry_path(kb, entry.type, entry.id)
+        path = entry_path(kb, entry.type, entry.id, fanned)
         check_target(kb, path)
         plan.files[path] = render_entry(entry)
         if old is not None and old_path is not None:

@@ -307,3 +307,25 @@ def test_a_file_added_with_a_twin_in_one_commit_links_to_the_twins_new_id(tmp_pa
     assert "[[deploy-window-2]]" in checklist
     assert "Tuesdays (a)" in (kb_b / "note" / "deploy-window.md").read_text()
     assert "Thursdays (b)" in (kb_b / "note" / "deploy-window-2.md").read_text()
+
+
+def test_a_flat_sides_commits_replay_onto_a_fanned_out_upstream(pair):
+    from memory_agent.kb.entries import shard
+
+    a, b, remote = pair
+    join_both(a, b, remote)
+    a.cli("kb", "fanout", "--confirm")  # a fans out; b has not pulled it
+    a.add("Deploy window", "Deploys happen on Tuesdays.")
+    b.add("Deploy window", "Deploys happen on Thursdays after the freeze.")
+    b.add("Freeze calendar", "See [[deploy-window]] for the day; the freeze is in December.")
+    a.sync()
+    _, report = b.sync()  # b's flat files go on top of a's moves: the twin is seen in its place
+    assert report["renamed"] == [{"id": "deploy-window", "replayed_as": "deploy-window-2"}]
+    a.sync()
+    same_and_clean(a, b)
+    files = a.files()
+    assert "Tuesdays" in files[f"note/{shard('deploy-window')}/deploy-window.md"]
+    assert "Thursdays" in files["note/deploy-window-2.md"]  # b's layout, read in any layout
+    assert "[[deploy-window-2]]" in files["note/freeze-calendar.md"]
+    later = b.add("Release train", "The release train leaves on Thursdays.")
+    assert f"note/{shard(later)}/{later}.md" in b.files()  # b writes fanned out once it pulled

@@ -1,0 +1,111 @@
+"""`memory-agent fanout`: a KB's flat type folders moved into 256 subfolders each (ADR 0031).
+
+git writes the tree of a changed folder whole at every commit: in one folder of a million
+entries each add spent ~1-2 s in git (experiments/million). Fanned out, an entry is
+`kb/<type>/<xx>/<id>.md` (`kb.entries.shard`) and a commit rewrites one small folder's tree.
+
+A preview says how many files move; `confirm` moves them and makes ONE commit of the moves and
+`kb/.fanout` (after it, new entries are written fanned out). Nothing is rewritten: each file
+keeps its bytes and its git blob, so `git log --follow` finds its history. Only files git
+tracks are moved, and only when the KB has no uncommitted change to a tracked file (the commit
+records exactly what was committed before, moved). Interrupted (a killed daemon), it is run again: a
+file already in its place counts as moved, and until the commit both places are read.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from memory_agent.errors import Conflict
+from memory_agent.kb.entries import ENTRY_TYPES, shard
+from memory_agent.kb.files import FANOUT, FANOUT_TEXT, entry_of, fanned_out
+from memory_agent.kb.gitrepo import STORE, KBRepo
+
+__all__ = ["fan_out"]
+
+SHOWN = 5  # moves listed in a preview
+
+
+def _tracked_flat(repo: KBRepo) -> list[tuple[str, str, str]]:
+    """(mode, blob, path) of every tracked flat entry file (`<type>/<id>.md`)."""
+    listed = repo.git("ls-files", "-s", "-z", "--", *(f"{t}/*.md" for t in ENTRY_TYPES))
+    found = []
+    for record in filter(None, listed.split("\0")):
+        info, path = record.split("\t", 1)
+        mode, blob, _stage = info.split()
+        if path.count("/") == 1 and entry_of(path) is not None:
+            found.append((mode, blob, path))
+    return found
+
+
+def _fanned(path: str) -> str:
+    folder, name = path.split("/")
+    return f"{folder}/{shard(name[:-3])}/{name}"
+
+
+def _uncommitted(repo: KBRepo, kb_dir: Path) -> list[str]:
+    """Changes to tracked files that are not committed (anywhere in the KB: the commit takes
+    the index whole) - except a move this command started (a flat file gone, its fanned-out
+    place holding it): what a rerun finishes."""
+    listed = repo.git("status", "--porcelain=v1", "-z", "-uno")
+    left = []
+    for record in filter(None, listed.split("\0")):
+        code, path = record[:2], record[3:]
+        if code == " D" and path.count("/") == 1 and (kb_dir / _fanned(path)).is_file():
+            continue
+        left.append(f"{code.strip()} {path}")
+    return left
+
+
+def fan_out(kb_dir: Path, repo: KBRepo, confirm: bool) -> dict[str, Any]:
+    """The preview, or with `confirm` the moves and their commit. Call with the KB's write lock
+    held (the gateway's)."""
+    moves = [(m, b, p, _fanned(p)) for m, b, p in _tracked_flat(repo)]
+    reply: dict[str, Any] = {
+        "kb_dir": str(kb_dir),
+        "fanned_out": fanned_out(kb_dir),
+        "moves": len(moves),
+        "by_type": {
+            t: n for t in ENTRY_TYPES if (n := sum(p.startswith(f"{t}/") for *_, p, _ in moves))
+        },
+        "examples": [{"from": p, "to": q} for *_, p, q in moves[:SHOWN]],
+    }
+    if not confirm:
+        return {**reply, "status": "preview"}
+    if not moves and fanned_out(kb_dir):
+        return {**reply, "status": "unchanged"}
+    left = _uncommitted(repo, kb_dir)
+    if left:
+        raise Conflict(
+            f"{kb_dir} has uncommitted changes in its entry folders ({', '.join(left[:3])}"
+            f"{'...' if len(left) > 3 else ''}); the fan-out commits only what is committed",
+            f"commit or stash them (`git -C {kb_dir} status`), then run it again",
+        )
+    moved, kept = [], []
+    for mode, blob, path, to in moves:
+        source, target = kb_dir / path, kb_dir / to
+        if os.path.lexists(target) and os.path.lexists(source):
+            kept.append(path)  # two files for one id: the scan reports it; a person decides
+            continue
+        if os.path.lexists(source):
+            target.parent.mkdir(exist_ok=True)
+            os.replace(source, target)
+        moved.append((mode, blob, path, to))
+    marker = kb_dir / FANOUT
+    if not fanned_out(kb_dir):
+        marker.write_text(FANOUT_TEXT, encoding="utf-8")
+    lines = [f"0 {'0' * len(b)}\t{p}\n" for _, b, p, _ in moved]  # mode 0: out of the index
+    lines += [f"{m} {b}\t{q}\n" for m, b, _, q in moved]
+    repo.git(*STORE, "update-index", "--index-info", input="".join(lines))
+    repo.git(*STORE, "update-index", "--add", "--", FANOUT)
+    kinds = ", ".join(f"{n} {t}" for t, n in reply["by_type"].items()) or "no entries"
+    message = (
+        f"memory: fan the KB out ({kinds} moved to <type>/<xx>/<id>.md)\n\n"
+        "Each file keeps its bytes; xx is the first two hex digits of the SHA-256 of its id. "
+        f"New entries go there too (kb/{FANOUT})."
+    )
+    commit = repo.commit_staged(message)
+    repo.git("update-index", "-q", "--refresh", check=False)  # the moved files' stat info
+    return {**reply, "status": "fanned_out", "commit": commit, "moved": len(moved), "kept": kept}

@@ -1,0 +1,133 @@
+"""`kb fanout`: a KB's flat entry folders moved into `<type>/<xx>/<id>.md` in one commit of
+renames (each file's bytes and blob kept), found and read in their new places, new entries
+written there; refused with uncommitted changes; an interrupted run finished by running it
+again; the daemon route and the CLI's preview (ADR 0031)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memory_agent.errors import Conflict
+from memory_agent.kb.entries import shard
+from memory_agent.kb.files import FANOUT
+from memory_agent.recall import reads
+from tests.memory_agent.helpers import git, head_of
+from tests.memory_agent.mcp_helpers import ROOT
+
+
+def _flat(kb: Path) -> dict[str, bytes]:
+    """Each tracked flat entry file's bytes, by path."""
+    names = git(kb, "ls-files", "--", "*/*.md").split()
+    return {n: (kb / n).read_bytes() for n in names if n.count("/") == 1 and "/" in n}
+
+
+def _fanned(name: str) -> str:
+    folder, file = name.split("/")
+    return f"{folder}/{shard(file[:-3])}/{file}"
+
+
+def test_a_preview_moves_nothing(memory, gateway):
+    kb, before = memory.kb_dir, head_of(memory.kb_dir)
+    flat = _flat(kb)
+    reply = gateway.fan_out()
+    assert reply["status"] == "preview" and reply["moves"] == len(flat) > 5
+    assert reply["examples"][0]["to"] == _fanned(reply["examples"][0]["from"])
+    assert head_of(kb) == before and _flat(kb) == flat and not (kb / FANOUT).exists()
+
+
+def test_the_fan_out_is_one_commit_of_renames_and_every_entry_is_found_in_its_new_place(
+    memory, gateway
+):
+    kb, before = memory.kb_dir, head_of(memory.kb_dir)
+    flat = _flat(kb)
+    reply = gateway.fan_out(confirm=True)
+    assert reply["status"] == "fanned_out" and reply["moved"] == len(flat)
+    assert reply["commit"] == head_of(kb) and git(kb, "rev-parse", "HEAD~1").strip() == before
+    changes = git(kb, "diff", "--name-status", "-M100%", before, "HEAD").splitlines()
+    renames = sorted(line.split("\t")[1:] for line in changes if line.startswith("R100"))
+    assert renames == sorted([name, _fanned(name)] for name in flat)
+    assert [line for line in changes if not line.startswith("R100")] == [f"A\t{FANOUT}"]
+    assert all((kb / _fanned(n)).read_bytes() == data for n, data in flat.items())
+    assert git(kb, "status", "--porcelain") == ""
+    some = next(iter(flat))
+    got = reads.get(memory, Path(some).stem)
+    assert got["path"] == str(kb / _fanned(some))
+    assert all(memory.index.doc(Path(n).stem).path == str(kb / _fanned(n)) for n in flat)
+    assert reads.search(memory, got["title"], limit=3)["hits"][0]["id"] == got["id"]
+    added = gateway.add("The release train leaves on Thursdays", "Cut the branch on Wednesday.")
+    assert Path(added["path"]) == kb / "note" / shard(added["id"]) / f"{added['id']}.md"
+    assert git(kb, "show", "--name-only", "--format=", "HEAD").split() == [
+        f"note/{shard(added['id'])}/{added['id']}.md"
+    ]
+    assert reads.get(memory, added["id"])["body"] == "Cut the branch on Wednesday."
+    assert gateway.fan_out(confirm=True)["status"] == "unchanged"
+
+
+def test_uncommitted_changes_refuse_the_fan_out_and_nothing_moves(memory, gateway):
+    kb, before = memory.kb_dir, head_of(memory.kb_dir)
+    name = next(iter(_flat(kb)))
+    (kb / name).write_text((kb / name).read_text() + "\nA person's edit.\n")
+    flat = _flat(kb)
+    with pytest.raises(Conflict) as err:
+        gateway.fan_out(confirm=True)
+    assert name in err.value.message and "commit or stash" in err.value.fix
+    assert head_of(kb) == before and _flat(kb) == flat and not (kb / FANOUT).exists()
+
+
+def test_a_fan_out_cut_short_is_finished_by_running_it_again(memory, gateway):
+    kb, before = memory.kb_dir, head_of(memory.kb_dir)
+    flat = _flat(kb)
+    for name in list(flat)[::2]:  # what a killed daemon leaves: some files moved, no commit
+        (kb / _fanned(name)).parent.mkdir(exist_ok=True)
+        os.replace(kb / name, kb / _fanned(name))
+    memory.refresh(force=True)  # both places are read meanwhile: every entry is still found
+    assert all(reads.get(memory, Path(n).stem)["id"] for n in flat)
+    reply = gateway.fan_out(confirm=True)
+    assert reply["moved"] == len(flat) and git(kb, "rev-parse", "HEAD~1").strip() == before
+    assert git(kb, "status", "--porcelain") == ""
+    assert all((kb / _fanned(n)).read_bytes() == data for n, data in flat.items())
+
+
+def test_the_cli_previews_then_moves_through_the_daemon(home):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "memory_agent", "--home", str(home), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+
+    preview = cli("kb", "fanout")
+    assert preview.returncode == 0, preview.stderr
+    assert "nothing moved: add --confirm" in preview.stdout
+    assert not (home / "kb" / FANOUT).exists()
+    done = cli("kb", "fanout", "--confirm", "--json")
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout)
+    assert reply["status"] == "fanned_out" and reply["moved"] == reply["moves"] > 5
+    assert (home / "kb" / FANOUT).is_file()
+    added = cli("add", "--title", "A fanned-out note", "--body", "In its subfolder.", "--json")
+    assert added.returncode == 0, added.stderr
+    entry_id = json.loads(added.stdout)["id"]
+    assert (home / "kb" / "note" / shard(entry_id) / f"{entry_id}.md").is_file()
+
+
+def test_doctor_names_the_fan_out_for_a_large_flat_folder_and_not_after_it(
+    memory, gateway, monkeypatch
+):
+    from memory_agent.serve import doctor
+
+    monkeypatch.setattr(doctor, "FANOUT_ABOVE", 5)  # the demo KB's largest folder is past it
+    (line,) = [c for c in doctor.diagnose(memory.home, start=False) if c["check"].startswith("la")]
+    assert line["check"] == "layout personal" and not line["ok"]
+    assert "memory-agent kb fanout`" in line["fix"] and "entries in one folder" in line["message"]
+    gateway.fan_out(confirm=True)
+    (line,) = [c for c in doctor.diagnose(memory.home, start=False) if c["check"].startswith("la")]
+    assert line["ok"] and line["message"].startswith("fanned out")

@@ -11,12 +11,11 @@ incremental changes - served from an in-memory read model.
 
 A full `build` writes a new generation (`prepare`, no lock held: searches go on) and moves
 CURRENT to it only after the check passes (`activate`). A build that dies leaves an orphan
-directory nobody reads; the next build removes it. `apply` changes the live generation in
-place, one transaction per call: it embeds only the documents it is given (the embedding
-cache makes unchanged chunks free) and drops the ids it is told are gone. `refresh` diffs a
-full list of documents against the manifest (by content hash) and applies the difference. An
-index that fails the check refuses to search (`IndexInconsistent`, naming
-a rebuild): it never answers empty.
+directory nobody reads; the next build removes it. `apply` changes the live generation in place,
+one transaction per call: it embeds only the documents it is given (the embedding cache makes
+unchanged chunks free) and drops the ids it is told are gone. `refresh` applies the difference
+between a full list of documents and the manifest (by content hash). An index that fails the
+check refuses to search (`IndexInconsistent`, naming a rebuild), never answering empty.
 
 Opening a generation loads its read model (`ragcore.readmodel`), mapped from the saved arrays
 when they fit the segment, else read from its rows (and saved). A large one gets an HNSW graph
@@ -445,17 +444,18 @@ class Index:
                 self.set_stamps(restamp)
             return self.apply(changed, gone, progress)
 
-    def set_stamps(self, stamps: dict[str, str | None]) -> None:
-        """Record new stamps of documents whose content did not change (a touched file)."""
+    def set_stamps(self, stamps: dict[str, str | None], moved: dict | None = None) -> None:
+        """New stamps of documents whose chunks did not change; `moved`: id -> {path, hash}."""
         with self._lock:
             snap = self._ensure_open()
-            snap.segment.set_stamps(stamps)
             model = snap.model.clone()
-            model.relabel(
-                replace(info, stamp=stamp)
-                for doc_id, stamp in stamps.items()
-                if (info := model.docs.get(doc_id)) is not None
-            )
+            new = [
+                replace(info, stamp=stamp, **(moved or {}).get(d, {}))
+                for d, stamp in stamps.items()
+                if (info := model.docs.get(d)) is not None
+            ]
+            snap.segment.relabel(doc_rows(new))
+            model.relabel(new)
             self._snap = snap.with_model(model)
 
     # -- lookups (each from the snapshot live at the call) ---------------------------------

@@ -350,11 +350,21 @@ class SegmentFile:
                     self._conn.execute("PRAGMA synchronous=NORMAL")
                     self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def set_stamps(self, stamps: dict[str, str | None]) -> None:
-        """Record new stamps (e.g. a file's stat) of documents whose content did not change."""
+    def relabel(self, docs: Iterable[DocRow]) -> None:
+        """New manifest rows of documents whose chunks did not change (a touched file's stamp, a
+        moved file's path and hash)."""
         with self._lock, self._conn:
             seq = self._next_seq()
             self._conn.executemany(
-                "UPDATE docs SET stamp = ?, seq = ? WHERE doc_id = ?",
-                [(s, seq, d) for d, s in stamps.items()],
+                "UPDATE docs SET hash = ?, stamp = ?, info = ?, seq = ? WHERE doc_id = ?",
+                [
+                    (
+                        d.hash,
+                        d.stamp,
+                        json.dumps(d.info, ensure_ascii=False, default=str),
+                        seq,
+                        d.doc_id,
+                    )
+                    for d in docs
+                ],
             )

@@ -18,11 +18,12 @@ Known = Callable[[str], DocInfo | None]
 @dataclass
 class Changes:
     """What a scan found to do: documents to (re)index, ids to drop, stamps to update (the
-    file was touched, its content is the same), and whether it was a full scan."""
+    file was touched or moved, its content is the same), and whether it was a full scan."""
 
     upserts: list[Document] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
     restamps: dict[str, str | None] = field(default_factory=dict)
+    moved: dict[str, dict[str, str]] = field(default_factory=dict)  # of restamps: {path, hash}
     full: bool = False
     looked_at: int = 0  # files stat'ed
     kb_ids: set[str] = field(default_factory=set)  # KB entries decided (by the path scan)

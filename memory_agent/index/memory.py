@@ -286,7 +286,7 @@ class Memory:
     def _apply(self, changes: Changes) -> dict[str, Any]:
         index = self.index
         if changes.restamps:
-            index.set_stamps(changes.restamps)
+            index.set_stamps(changes.restamps, changes.moved)
         if not changes.upserts and not changes.deletes:
             return {"added": [], "updated": [], "removed": []}
         before = {d: index.doc(d) for d in [*changes.deletes, *(u.id for u in changes.upserts)]}

@@ -210,10 +210,12 @@ class Scanner:
                 self._broken.add(doc_id)  # keep its last good version
             return
         self._broken.discard(doc_id)
-        if info is not None and info.hash == doc.content_hash:
-            out.restamps[doc_id] = stamp  # touched, not changed
-        else:
-            out.upserts.append(doc)
+        if info is None or info.hash != dataclasses.replace(doc, path=info.path).content_hash:
+            out.upserts.append(doc)  # new, or its content changed
+            return
+        out.restamps[doc_id] = stamp  # touched or moved (a fan-out), not changed: chunks kept
+        if info.path != doc.path:
+            out.moved[doc_id] = {"path": doc.path, "hash": doc.content_hash}
 
     # -- scans ----------------------------------------------------------------------------
     def paths_changed(self, paths: Iterable[Path], known: Known) -> Changes:

@@ -1,13 +1,13 @@
 """The knowledge base's files: which files are entries, which file holds an id, and reading one.
 
 An entry is `kb/<type>/<id>.md`, or in a fanned-out KB `kb/<type>/<xx>/<id>.md` where `xx` is
-`shard(id)` (`kb.entries`), the first two hex digits of the id's SHA-256 (ADR 0031): a regular file in real
-folders, named for the type and id its frontmatter gives. Both places are read in every KB (a
-flat entry a teammate's older client wrote into a fanned-out KB is still an entry); new entries
-go where `fanned_out(kb)` says. A fanned-out KB has the file `kb/.fanout`: git writes the tree
-of a changed folder whole at every commit, and one folder of a million entries made each add
-~1-2 s of git. A symbolic link inside the KB (a type folder or an entry file; a KB
-pulled with git can bring one in) is never followed: the scan reports it and leaves it out, a
+`shard(id)` (`kb.entries`: the first two hex digits of the id's SHA-256; ADR 0031): a regular
+file in real folders, named for the type and id its frontmatter gives. Both places are read in
+every KB (a flat entry a teammate's older client wrote into a fanned-out KB is still an entry);
+new entries go where `fanned_out(kb)` says. A fanned-out KB has the file `kb/.fanout`: git
+writes the tree of a changed folder whole at every commit, and one folder of a million entries
+made each add ~1-2 s of git. A symbolic link inside the KB (a type folder or an entry file; a
+KB pulled with git can bring one in) is never followed: the scan reports it and leaves it out, a
 lookup refuses it naming the path, so no read or write can be led outside the KB or onto
 another entry. When two type folders hold the same `<id>.md`, the first in the order of
 ENTRY_TYPES owns the id and the other is reported. The scan (`index.scanner`), `memory_get`

@@ -14,11 +14,12 @@ file already in its place counts as moved, and until the commit both places are 
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
-from memory_agent.errors import Conflict
+from memory_agent.errors import Conflict, GitError
 from memory_agent.kb.entries import ENTRY_TYPES, shard
 from memory_agent.kb.files import FANOUT, FANOUT_TEXT, entry_of, fanned_out
 from memory_agent.kb.gitrepo import STORE, KBRepo
@@ -26,6 +27,8 @@ from memory_agent.kb.gitrepo import STORE, KBRepo
 __all__ = ["fan_out"]
 
 SHOWN = 5  # moves listed in a preview
+REFRESH_TIMEOUT_S = 3600.0  # re-reading a million moved files' stat info (and content)
+log = logging.getLogger("memory_agent.gateway")
 
 
 def _tracked_flat(repo: KBRepo) -> list[tuple[str, str, str]]:
@@ -100,12 +103,15 @@ def fan_out(kb_dir: Path, repo: KBRepo, confirm: bool) -> dict[str, Any]:
     lines += [f"{m} {b}\t{q}\n" for m, b, _, q in moved]
     repo.git(*STORE, "update-index", "--index-info", input="".join(lines))
     repo.git(*STORE, "update-index", "--add", "--", FANOUT)
-    kinds = ", ".join(f"{n} {t}" for t, n in reply["by_type"].items()) or "no entries"
+    kinds = ", ".join(f"{t} {n:,}" for t, n in reply["by_type"].items()) or "none"
     message = (
-        f"memory: fan the KB out ({kinds} moved to <type>/<xx>/<id>.md)\n\n"
+        f"memory: fan the KB out: {len(moved):,} entries to <type>/<xx>/<id>.md ({kinds})\n\n"
         "Each file keeps its bytes; xx is the first two hex digits of the SHA-256 of its id. "
         f"New entries go there too (kb/{FANOUT})."
     )
     commit = repo.commit_staged(message)
-    repo.git("update-index", "-q", "--refresh", check=False)  # the moved files' stat info
+    try:  # the moved files' stat info (else the next `git status` hashes every file again)
+        repo.git("update-index", "-q", "--refresh", check=False, timeout=REFRESH_TIMEOUT_S)
+    except GitError:
+        log.warning("git update-index --refresh after the fan-out did not finish; git redoes it")
     return {**reply, "status": "fanned_out", "commit": commit, "moved": len(moved), "kept": kept}

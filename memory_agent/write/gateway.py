@@ -398,7 +398,8 @@ class Gateway:
                 self.writes.begin(None, "fanout", {})  # writable, recovered, scanned
             reply = fan_out(self.kb_dir, self.repo, confirm)
             if reply.get("commit"):
-                self.memory.refresh(force=True)
+                report = self.memory.refresh(force=True)  # a move keeps each entry's chunks
+                reply["reindexed"] = len(report["added"]) + len(report["updated"])
                 reply["generation"] = self.memory.index.generation
             return {**reply, "kb": self.place.name}
 

@@ -15,7 +15,7 @@ from memory_agent.errors import Conflict
 from memory_agent.kb.entries import shard
 from memory_agent.kb.files import FANOUT
 from memory_agent.recall import reads
-from tests.memory_agent.helpers import git, head_of
+from tests.memory_agent.helpers import git, head_of, make_memory
 from tests.memory_agent.mcp_helpers import ROOT
 
 
@@ -46,6 +46,7 @@ def test_the_fan_out_is_one_commit_of_renames_and_every_entry_is_found_in_its_ne
     flat = _flat(kb)
     reply = gateway.fan_out(confirm=True)
     assert reply["status"] == "fanned_out" and reply["moved"] == len(flat)
+    assert reply["reindexed"] == 0  # moved, not changed: no entry chunked again
     assert reply["commit"] == head_of(kb) and git(kb, "rev-parse", "HEAD~1").strip() == before
     changes = git(kb, "diff", "--name-status", "-M100%", before, "HEAD").splitlines()
     renames = sorted(line.split("\t")[1:] for line in changes if line.startswith("R100"))
@@ -65,6 +66,10 @@ def test_the_fan_out_is_one_commit_of_renames_and_every_entry_is_found_in_its_ne
     ]
     assert reads.get(memory, added["id"])["body"] == "Cut the branch on Wednesday."
     assert gateway.fan_out(confirm=True)["status"] == "unchanged"
+    memory.close()  # a new process opens the index: the saved read model has the new places
+    reopened = make_memory(memory.home, memory.embedder)
+    assert all(reopened.index.doc(Path(n).stem).path == str(kb / _fanned(n)) for n in flat)
+    reopened.close()
 
 
 def test_uncommitted_changes_refuse_the_fan_out_and_nothing_moves(memory, gateway):

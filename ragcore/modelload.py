@@ -252,14 +252,16 @@ def _from_saved(
 def replay(model: ReadModel, segment: SegmentFile, since: int) -> int:
     """Apply to `model` what the segment changed after change `since`, and say how many
     documents that was (written or removed). A document whose content hash is unchanged (a
-    touched file: a new stamp) only gets its new entry. Replaying a change the model already
-    holds changes nothing (a follower may replay from a `seq` its load went past)."""
+    touched file: a new stamp) or was this model's before a move (`moved_since`) only gets its
+    new entry. Replaying a change the model already holds changes nothing (a follower may
+    replay from a `seq` its load went past)."""
     rows, gone = segment.changes_since(since)
-    removed = set(gone)
+    removed, was = set(gone), segment.moved_since(since)
     changed, relabelled = [], []
     for info in map(doc_info, rows):
         known = model.docs.get(info.id)
-        same = known is not None and (known.hash, known.chunks) == (info.hash, info.chunks)
+        same = known is not None and known.chunks == info.chunks
+        same = same and known.hash in (info.hash, was.get(info.id))  # moved: the same chunks
         (relabelled if same and info.id not in removed else changed).append(info)
     model.relabel(relabelled)
     model.apply(changed, segment.chunk_rows([i.id for i in changed], model.with_dense), gone)

@@ -53,6 +53,11 @@ _CHANGES = """
 CREATE TABLE IF NOT EXISTS gone (doc_id TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS docs_seq ON docs(seq);
 """
+# A document whose file moved keeps its chunks (`relabel`): its hash before the move, so a
+# read model that replays the change keeps its slots too. Made at every writable open.
+_MOVED = (
+    "CREATE TABLE IF NOT EXISTS moved (doc_id TEXT PRIMARY KEY, was TEXT NOT NULL, seq INTEGER)"
+)
 
 
 @dataclass
@@ -106,6 +111,8 @@ class SegmentFile:
         if create:
             self._conn.executescript(_SCHEMA)
         self._track_changes()
+        with self._lock, self._conn:
+            self._conn.execute(_MOVED)
 
     def _track_changes(self) -> None:
         """Give the segment its change tracking (`uid`, `seq`, `docs.seq`, `gone`) unless it
@@ -183,6 +190,16 @@ class SegmentFile:
             gone = self._conn.execute("SELECT doc_id FROM gone WHERE seq > ?", (seq,)).fetchall()
         docs = [DocRow(d, h, c, src, st, json.loads(info)) for d, h, c, src, st, info in rows]
         return docs, [g for (g,) in gone]
+
+    def moved_since(self, seq: int) -> dict[str, str]:
+        """The hash before the move of each document `relabel` moved after change `seq` (and
+        not written since): its chunks are the ones it had."""
+        with self._lock:
+            try:
+                rows = self._conn.execute("SELECT doc_id, was FROM moved WHERE seq > ?", (seq,))
+                return dict(rows.fetchall())
+            except sqlite3.OperationalError:  # a segment no writer of this version opened
+                return {}
 
     def count_changes_since(self, seq: int) -> int:
         """How many documents were written or removed after change `seq`."""
@@ -305,6 +322,7 @@ class SegmentFile:
                         part = gone[start : start + 500]
                         marks = ",".join("?" * len(part))
                         self._conn.execute(f"DELETE FROM chunks WHERE doc_id IN ({marks})", part)
+                        self._conn.execute(f"DELETE FROM moved WHERE doc_id IN ({marks})", part)
                         self._conn.execute(f"DELETE FROM docs WHERE doc_id IN ({marks})", part)
                     self._conn.executemany(
                         "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -352,9 +370,15 @@ class SegmentFile:
 
     def relabel(self, docs: Iterable[DocRow]) -> None:
         """New manifest rows of documents whose chunks did not change (a touched file's stamp, a
-        moved file's path and hash)."""
+        moved file's path and hash: its hash before is kept, `moved_since`)."""
+        docs = list(docs)
         with self._lock, self._conn:
             seq = self._next_seq()
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO moved SELECT doc_id, hash, ? FROM docs "
+                "WHERE doc_id = ? AND hash != ?",
+                [(seq, d.doc_id, d.hash) for d in docs],
+            )
             self._conn.executemany(
                 "UPDATE docs SET hash = ?, stamp = ?, info = ?, seq = ? WHERE doc_id = ?",
                 [

@@ -173,6 +173,30 @@ def test_changes_since_the_arrays_were_saved_are_replayed(tmp_path):
     index.close()
 
 
+def test_a_moved_document_keeps_its_slots_when_replayed(tmp_path):
+    """A file moved with its content unchanged (`set_stamps(moved=...)`, a `kb fanout`) is
+    replayed as a new manifest entry, not written again: the reopened model keeps its chunks'
+    slots (a graph over them stays valid). Moved, then rewritten: replayed as written."""
+    root = tmp_path / "index"
+    index = _index(root)
+    index.build(_corpus())
+    index.close()
+    index, _ = _reopen(root)
+    moved = {f"d{i:03d}": {"path": f"/kb/note/ab/d{i:03d}.md", "hash": f"h{i}"} for i in (7, 8)}
+    index.set_stamps({d: "moved" for d in moved}, moved)
+    index.apply(_corpus(9, seed=5, salt=" sigma")[8:])  # d008 moved, then rewritten
+    slots = index.snapshot().model.slots_of("d007")
+    live = _answers(index)
+    index.close()
+    index, origin = _reopen(root)
+    assert origin == "saved arrays, 2 changes replayed"
+    assert index.snapshot().model.slots_of("d007") == slots  # relabelled, not written again
+    assert (index.doc("d007").path, index.doc("d007").hash) == ("/kb/note/ab/d007.md", "h7")
+    assert index.doc("d008").hash != "h8"  # its rewrite is what the replay applied
+    assert _same(_answers(index)) == _same(live) == _same(_from_rows(root))
+    index.close()
+
+
 def test_saved_arrays_of_another_generation_are_not_used(tmp_path):
     root = tmp_path / "index"
     index = _index(root)

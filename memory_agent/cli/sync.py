@@ -293,7 +293,8 @@ def print_fanout(r: dict) -> None:
     elif r["status"] == "unchanged":
         print(f"{where} is fanned out: nothing to move")
     else:
-        print(f"{where}: moved {r['moved']} files in commit {r['commit'][:12]}")
+        print(f"{where}: moved {r['moved']} files in commit {r['commit'][:12]}", end="")
+        print(f"; {r.get('reindexed', 0)} entries indexed again (a move keeps its chunks)")
         for path in r["kept"]:
             print(f"  kept {path}: its id has a file in its new place too (fix by hand)")
 

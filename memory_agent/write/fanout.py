@@ -114,4 +114,8 @@ def fan_out(kb_dir: Path, repo: KBRepo, confirm: bool) -> dict[str, Any]:
         repo.git("update-index", "-q", "--refresh", check=False, timeout=REFRESH_TIMEOUT_S)
     except GitError:
         log.warning("git update-index --refresh after the fan-out did not finish; git redoes it")
+    if repo.git("config", "--get", "core.splitIndex", check=False).strip() == "true":
+        # every entry moved: a split index would keep them all in .git/index (64 MB at 1M,
+        # read and written by every later commit: 0.5 s each); push them into a new shared one
+        repo.git("update-index", "--split-index")
     return {**reply, "status": "fanned_out", "commit": commit, "moved": len(moved), "kept": kept}

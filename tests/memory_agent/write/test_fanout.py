@@ -72,6 +72,19 @@ def test_the_fan_out_is_one_commit_of_renames_and_every_entry_is_found_in_its_ne
     reopened.close()
 
 
+def test_with_gits_split_index_the_moves_go_into_a_new_shared_index(memory, gateway):
+    kb = memory.kb_dir  # (a KB past ~90,000 files gets git's split index: ADR 0025)
+    for name in _flat(kb):  # written long before the index: git keeps a file of the index's
+        os.utime(kb / name, (1_700_000_000, 1_700_000_000))  # second out of a shared index
+    git(kb, "config", "core.splitIndex", "true")
+    git(kb, "update-index", "-q", "--refresh")
+    git(kb, "update-index", "--split-index")
+    moved = gateway.fan_out(confirm=True)["moved"]
+    head = (kb / ".git" / "index").read_bytes()[:12]  # "DIRC", version, entries held here
+    assert head[:4] == b"DIRC" and int.from_bytes(head[8:12], "big") <= 2 < moved  # (racy ones)
+    assert len(git(kb, "ls-files", "--", "*/*/*.md").split()) == moved  # in the shared one
+
+
 def test_uncommitted_changes_refuse_the_fan_out_and_nothing_moves(memory, gateway):
     kb, before = memory.kb_dir, head_of(memory.kb_dir)
     name = next(iter(_flat(kb)))

@@ -233,7 +233,8 @@ def _from_saved(
     if int(meta["seq"]) > seq:
         raise _Unusable(f"taken at change {meta['seq']}, the segment is at {seq}")
     changed = segment.count_changes_since(int(meta["seq"]))
-    if changed > replay_limit(int(meta["documents"])):
+    written = changed - len(segment.moved_since(int(meta["seq"])))  # a move: a new row only
+    if written > replay_limit(int(meta["documents"])):
         raise _Unusable(f"{changed} documents changed since they were taken")
     model = ReadModel.from_arrays(_unpack(meta, saved.arrays(read=_READ)))
     model.arrays_key = {"uid": meta["uid"], "seq": int(meta["seq"])}

@@ -55,9 +55,9 @@ CREATE INDEX IF NOT EXISTS docs_seq ON docs(seq);
 """
 # A document whose file moved keeps its chunks (`relabel`): its hash before the move, so a
 # read model that replays the change keeps its slots too. Made at every writable open.
-_MOVED = (
-    "CREATE TABLE IF NOT EXISTS moved (doc_id TEXT PRIMARY KEY, was TEXT NOT NULL, seq INTEGER)"
-)
+_MOVED = """
+CREATE TABLE IF NOT EXISTS moved (doc_id TEXT PRIMARY KEY, was TEXT NOT NULL, seq INTEGER);
+CREATE INDEX IF NOT EXISTS moved_seq ON moved(seq)"""
 
 
 @dataclass
@@ -112,7 +112,8 @@ class SegmentFile:
             self._conn.executescript(_SCHEMA)
         self._track_changes()
         with self._lock, self._conn:
-            self._conn.execute(_MOVED)
+            for statement in _MOVED.strip().split(";"):
+                self._conn.execute(statement)
 
     def _track_changes(self) -> None:
         """Give the segment its change tracking (`uid`, `seq`, `docs.seq`, `gone`) unless it

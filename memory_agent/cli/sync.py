@@ -309,6 +309,7 @@ def cmd_kb(args: argparse.Namespace) -> int:
     if args.action == "list":
         return emit(args, client.admin("kb", method="GET"), print_kbs)
     if args.action == "fanout":
+        client.timeout = 4 * 3600.0  # moving and indexing a million files takes minutes
         query = {"kb": args.name or "", **({"confirm": "1"} if args.confirm else {})}
         return emit(args, client.admin("fanout?" + urlencode(query)), print_fanout)
     if not args.name:

@@ -316,12 +316,12 @@ class KBRepo:
         self.made = (parent, commit, names)
         return commit
 
-    def commit_staged(self, message: str) -> str:
+    def commit_staged(self, message: str, parent: str | None) -> str:
         """Commit the index as it is (a change the caller staged whole: `memory-agent fanout`)
-        on HEAD, moving HEAD with a compare-and-swap; the hash."""
+        on `parent`, moving HEAD from it with a compare-and-swap (`GitError` if HEAD moved
+        since the caller read it); the hash."""
         if TRAILER not in message:
             message = f"{message.rstrip()}\n\n{TRAILER}: {machine_name()}"
-        parent = self.head()
         tree = self.git(*STORE, "write-tree").strip()
         commit = self.git(
             *STORE, "commit-tree", tree, *(("-p", parent) if parent else ()), "-m", message

@@ -235,8 +235,8 @@ def _layouts(home: Path) -> list[dict[str, Any]]:
 
     lines = []
     for place in Registry(home).all():
-        if not place.dir.is_dir():
-            continue  # `remote NAME` names the fix
+        if not place.dir.is_dir() or not place.writable:
+            continue  # `remote NAME` names the fix; a KB added read-only is its owners' to move
         check = f"layout {place.name}"
         if fanned_out(place.dir):
             lines.append(_line(check, True, "fanned out (kb/<type>/<xx>/<id>.md)"))

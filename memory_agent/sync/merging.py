@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from memory_agent.kb.entries import (
     parse_entry,
     render_entry,
 )
-from memory_agent.kb.files import entry_of, name_taken, renamed_place
+from memory_agent.kb.files import entry_of, entry_places, name_taken, renamed_place
 from memory_agent.kb.scopes import HEADER, MAP_BOUNDS, MAP_FILE
 from ragcore import load_yaml
 
@@ -107,6 +108,7 @@ class Merge:
     def apply_bytes(self, name: str, before: bytes | None, after: bytes | None) -> list[str]:
         """`apply` for a file as git holds it: UTF-8 text on every side (this side's before
         and after, upstream's now) is merged by meaning; anything else is carried as bytes."""
+        name = self._placed(name, before is not None)
         path = self._unlinked(self._renamed(name, None))
         theirs = path.read_bytes() if path.is_file() else None
         sides = (before, after, theirs)
@@ -134,6 +136,7 @@ class Merge:
     def apply(self, name: str, before: str | None, after: str | None) -> list[str]:
         """Apply this side's change of `name` (`before` -> `after`; None: absent) to the tree;
         the paths (relative to the tree) it wrote."""
+        name = self._placed(name, before is not None)
         name, before, after = self._renamed(name, before), self._relink(before), self._relink(after)
         path = self._unlinked(name)
         theirs = _utf8(path.read_bytes()) if path.is_file() else None  # (bytes kept: \r\n)
@@ -186,6 +189,17 @@ class Merge:
     # -- helpers ------------------------------------------------------------------------------
     def _is_entry(self, name: str) -> bool:
         return entry_of(name) is not None
+
+    def _placed(self, name: str, existed: bool) -> str:
+        """Where the tree holds an entry this side changed or removed (`existed`): its own
+        place, or - moved upstream by a fan-out (ADR 0031) - the other layout's place."""
+        found = entry_of(name)
+        if not existed or found is None or os.path.lexists(self.tree / name):
+            return name
+        for place in entry_places(self.tree, *found):
+            if place.is_file() and not place.is_symlink():
+                return place.relative_to(self.tree).as_posix()
+        return name
 
     def _taken_elsewhere(self, name: str) -> bool:
         """Whether the entry file `name` (not in the tree) has its id in another place (another

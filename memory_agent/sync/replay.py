@@ -82,7 +82,8 @@ def replay(
             touched = sorted(set(touched))
             if not touched:
                 continue
-            work.git("add", "-A", "--", *touched)
+            paths = "\0".join(touched)  # on standard input: a fan-out names 2N (E2BIG past ~19k)
+            work.git("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=paths)
             if _commit_as(work, repo.git("log", "-1", _AUTHOR_AND_MESSAGE, commit), committer):
                 report["replayed"] += 1
         report["renamed"] += merge.renamed_report()

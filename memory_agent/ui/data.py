@@ -90,8 +90,10 @@ class UIData:
     def file_history(self, path: str, n: int = 10) -> list[dict[str, Any]]:
         """The commits that touched one KB file, each with its diff."""
         file = Path(path).resolve()
-        kb = file.parent.parent  # <kb>/<type>/<id>.md: the personal KB or one under kbs/
-        if kb != (self.home / "kb").resolve() and kb.parent != (self.home / "kbs").resolve():
+        kbs = [(self.home / "kb").resolve(), (self.home / "kbs").resolve()]
+        # <kb>/<type>/<id>.md or <kb>/<type>/<xx>/<id>.md: the personal KB or one under kbs/
+        kb = next((k for k in file.parents[1:3] if k == kbs[0] or k.parent == kbs[1]), None)
+        if kb is None:
             raise ValueError(f"{path} is not a file of a KB of this home")
         commits = self._commits(f"-{n}", "-p", "--", str(file.relative_to(kb)), kb=kb)
         for c in commits:

@@ -201,10 +201,11 @@ def load_writable(memory: Memory, entry_id: Any) -> tuple[Path, Entry]:
 
 # -- the files it writes ------------------------------------------------------------------------
 def check_target(kb: Path, path: Path) -> None:
-    """A file the gateway writes must be `kb/<type>/<name>.md` in a real folder inside the
-    KB, and either absent or a regular file (never a link)."""
+    """A file the gateway writes must be `kb/<type>/<name>.md` (or fanned out,
+    `kb/<type>/<xx>/<name>.md`) in real folders inside the KB, and either absent or a regular
+    file (never a link)."""
     folder = path.parent
-    for p in (folder, path):
+    for p in (*([folder.parent] if folder.parent != kb else []), folder, path):
         if p.is_symlink():
             raise Invalid(
                 f"{p} is a symbolic link; memory-agent never writes through links in kb/",

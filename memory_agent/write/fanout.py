@@ -14,12 +14,13 @@ file already in its place counts as moved, and until the commit both places are 
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
-from memory_agent.errors import Conflict, GitError
+from memory_agent.errors import Conflict, GitError, Invalid
 from memory_agent.kb.entries import ENTRY_TYPES, shard
 from memory_agent.kb.files import FANOUT, FANOUT_TEXT, entry_of, fanned_out
 from memory_agent.kb.gitrepo import STORE, KBRepo
@@ -62,9 +63,33 @@ def _uncommitted(repo: KBRepo, kb_dir: Path) -> list[str]:
     return left
 
 
+def _cut_short(repo: KBRepo) -> bool:
+    """Whether a fan-out staged its moves but did not commit them (killed, or HEAD moved): the
+    marker is staged, not in HEAD."""
+    staged = repo.git("diff", "--cached", "--name-only", "--", FANOUT).strip()
+    return bool(staged) and not repo.succeeds("cat-file", "-e", f"HEAD:{FANOUT}")
+
+
+def _check_folders(kb_dir: Path, folders: set[Path]) -> None:
+    """Refuse, before anything moves, a subfolder to move into that is a link or a file (a
+    pull can bring one in): nothing is moved through a link or stopped half-way."""
+    for rel in sorted(folders):
+        folder = kb_dir / rel
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            raise Invalid(
+                f"{folder} is a {'symbolic link' if folder.is_symlink() else 'file'}; the "
+                "fan-out moves entries into it, and memory-agent never writes through links",
+                "replace it with a real folder (or move it away), then run it again",
+            )
+
+
 def fan_out(kb_dir: Path, repo: KBRepo, confirm: bool) -> dict[str, Any]:
     """The preview, or with `confirm` the moves and their commit. Call with the KB's write lock
     held (the gateway's)."""
+    parent = repo.head()  # the commit moved from: HEAD moving meanwhile fails the commit
+    if confirm and fanned_out(kb_dir) and _cut_short(repo):
+        log.warning("a fan-out of %s was cut short after staging: its index is read again", kb_dir)
+        repo.git("reset", "-q")  # the index back to HEAD; the files stay where they were moved
     moves = [(m, b, p, _fanned(p)) for m, b, p in _tracked_flat(repo)]
     reply: dict[str, Any] = {
         "kb_dir": str(kb_dir),
@@ -82,10 +107,11 @@ def fan_out(kb_dir: Path, repo: KBRepo, confirm: bool) -> dict[str, Any]:
     left = _uncommitted(repo, kb_dir)
     if left:
         raise Conflict(
-            f"{kb_dir} has uncommitted changes in its entry folders ({', '.join(left[:3])}"
+            f"{kb_dir} has uncommitted changes ({', '.join(left[:3])}"
             f"{'...' if len(left) > 3 else ''}); the fan-out commits only what is committed",
             f"commit or stash them (`git -C {kb_dir} status`), then run it again",
         )
+    _check_folders(kb_dir, {Path(q).parent for *_, q in moves})
     moved, kept = [], []
     for mode, blob, path, to in moves:
         source, target = kb_dir / path, kb_dir / to
@@ -99,22 +125,24 @@ def fan_out(kb_dir: Path, repo: KBRepo, confirm: bool) -> dict[str, Any]:
     marker = kb_dir / FANOUT
     if not fanned_out(kb_dir):
         marker.write_text(FANOUT_TEXT, encoding="utf-8")
-    lines = [f"0 {'0' * len(b)}\t{p}\n" for _, b, p, _ in moved]  # mode 0: out of the index
-    lines += [f"{m} {b}\t{q}\n" for m, b, _, q in moved]
-    repo.git(*STORE, "update-index", "--index-info", input="".join(lines))
+    lines = [f"0 {'0' * len(b)}\t{p}\0" for _, b, p, _ in moved]  # mode 0: out of the index
+    lines += [f"{m} {b}\t{q}\0" for m, b, _, q in moved]
+    repo.git(*STORE, "update-index", "-z", "--index-info", input="".join(lines))
     repo.git(*STORE, "update-index", "--add", "--", FANOUT)
-    kinds = ", ".join(f"{t} {n:,}" for t, n in reply["by_type"].items()) or "none"
+    counts = collections.Counter(p.split("/")[0] for _, _, p, _ in moved)
+    kinds = ", ".join(f"{t} {counts[t]:,}" for t in ENTRY_TYPES if counts[t]) or "none"
     message = (
         f"memory: fan the KB out: {len(moved):,} entries to <type>/<xx>/<id>.md ({kinds})\n\n"
         "Each file keeps its bytes; xx is the first two hex digits of the SHA-256 of its id. "
         f"New entries go there too (kb/{FANOUT})."
     )
-    commit = repo.commit_staged(message)
+    commit = repo.commit_staged(message, parent)
     try:  # the moved files' stat info (else the next `git status` hashes every file again)
         repo.git("update-index", "-q", "--refresh", check=False, timeout=REFRESH_TIMEOUT_S)
     except GitError:
         log.warning("git update-index --refresh after the fan-out did not finish; git redoes it")
-    if repo.git("config", "--get", "core.splitIndex", check=False).strip() == "true":
+    split = repo.git("config", "--type=bool", "--get", "core.splitIndex", check=False)
+    if split.strip() == "true":
         # every entry moved: a split index would keep them all in .git/index (64 MB at 1M,
         # read and written by every later commit: 0.5 s each); push them into a new shared one
         repo.git("update-index", "--split-index")

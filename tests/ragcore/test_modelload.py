@@ -197,6 +197,27 @@ def test_a_moved_document_keeps_its_slots_when_replayed(tmp_path):
     index.close()
 
 
+def test_a_fan_out_of_every_document_still_opens_from_the_saved_arrays(tmp_path, monkeypatch):
+    """Moves past the replay limit (a fan-out moves every entry) are still replayed on the
+    saved arrays: only written documents count against it (at 1M the rows' read would renumber
+    every slot and build the graph again)."""
+    from ragcore import modelload
+
+    monkeypatch.setattr(modelload, "REPLAY_MIN", 10)
+    root = tmp_path / "index"
+    index = _index(root)
+    index.build(_corpus())
+    index.close()
+    index, _ = _reopen(root)
+    moved = {d.id: {"path": f"/kb/x/{d.id}.md", "hash": f"h-{d.id}"} for d in index.docs()}
+    index.set_stamps({d: "moved" for d in moved}, moved)
+    index.close()
+    index, origin = _reopen(root)
+    assert origin == f"saved arrays, {len(moved)} changes replayed"
+    assert index.doc("d123").path == "/kb/x/d123.md"
+    index.close()
+
+
 def test_saved_arrays_of_another_generation_are_not_used(tmp_path):
     root = tmp_path / "index"
     index = _index(root)

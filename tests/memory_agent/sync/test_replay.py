@@ -329,3 +329,24 @@ def test_a_flat_sides_commits_replay_onto_a_fanned_out_upstream(pair):
     assert "[[deploy-window-2]]" in files["note/freeze-calendar.md"]
     later = b.add("Release train", "The release train leaves on Thursdays.")
     assert f"note/{shard(later)}/{later}.md" in b.files()  # b writes fanned out once it pulled
+
+
+def test_a_flat_sides_archive_of_an_entry_a_fan_out_moved_changes_the_moved_file(pair):
+    from memory_agent.kb.entries import shard
+
+    a, b, remote = pair
+    join_both(a, b, remote)
+    old = a.add("Backup schedule", "Backups run at 02:00.")
+    a.add("Deploy window", "Deploys happen on Tuesdays.")
+    a.sync()
+    b.sync()
+    a.cli("kb", "fanout", "--confirm")
+    a.sync()  # upstream is fanned out; b has not pulled it
+    b.cli("archive", old, "--reason", "backups moved to the provider", "--confirm")
+    b.sync()
+    a.sync()
+    same_and_clean(a, b)
+    files = a.files()
+    assert f"note/{old}.md" not in files  # before: a second, flat copy of the entry
+    moved = files[f"note/{shard(old)}/{old}.md"]
+    assert "status: archived" in moved and "backups moved to the provider" in moved

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_agent.errors import Conflict
+from memory_agent.errors import Conflict, Invalid
 from memory_agent.kb.entries import shard
 from memory_agent.kb.files import FANOUT
 from memory_agent.recall import reads
@@ -149,3 +149,54 @@ def test_doctor_names_the_fan_out_for_a_large_flat_folder_and_not_after_it(
     gateway.fan_out(confirm=True)
     (line,) = [c for c in doctor.diagnose(memory.home, start=False) if c["check"].startswith("la")]
     assert line["ok"] and line["message"].startswith("fanned out")
+
+
+def test_a_fan_out_whose_commit_failed_is_finished_by_running_it_again(
+    memory, gateway, monkeypatch
+):
+    from memory_agent.errors import GitError
+    from memory_agent.kb.gitrepo import KBRepo
+
+    kb, before = memory.kb_dir, head_of(memory.kb_dir)
+    flat = _flat(kb)
+    real = KBRepo.commit_staged
+
+    def moved_head(self, message, parent):  # HEAD moved during the moves (or a kill here)
+        monkeypatch.setattr(KBRepo, "commit_staged", real)
+        raise GitError("HEAD moved", "retry")
+
+    monkeypatch.setattr(KBRepo, "commit_staged", moved_head)
+    with pytest.raises(GitError):
+        gateway.fan_out(confirm=True)
+    assert head_of(kb) == before and git(kb, "diff", "--cached", "--name-only")  # staged only
+    reply = gateway.fan_out(confirm=True)  # before: "unchanged", and the moves never committed
+    assert reply["status"] == "fanned_out" and reply["moved"] == len(flat)
+    assert (
+        git(kb, "rev-parse", "HEAD~1").strip() == before and git(kb, "status", "--porcelain") == ""
+    )
+    assert all((kb / _fanned(n)).read_bytes() == data for n, data in flat.items())
+
+
+def test_a_subfolder_that_is_a_link_refuses_the_fan_out_before_anything_moves(
+    memory, gateway, tmp_path
+):
+    kb, before = memory.kb_dir, head_of(memory.kb_dir)
+    flat = _flat(kb)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = (kb / _fanned(next(iter(flat)))).parent
+    link.symlink_to(outside, target_is_directory=True)
+    with pytest.raises(Invalid) as err:
+        gateway.fan_out(confirm=True)
+    assert str(link) in err.value.message and "symbolic link" in err.value.message
+    assert head_of(kb) == before and _flat(kb) == flat and not any(outside.iterdir())
+
+
+def test_the_memory_browser_shows_a_fanned_out_entrys_history(memory, gateway):
+    from memory_agent.ui.data import UIData
+
+    gateway.fan_out(confirm=True)
+    added = gateway.add("The release train leaves on Thursdays", "Cut the branch on Wednesday.")
+    commits = UIData(memory.home).file_history(added["path"])  # before: "not a file of a KB"
+    assert [c["commit"] for c in commits] == [added["commit"]]
+    assert "Cut the branch on Wednesday." in commits[0]["diff"]

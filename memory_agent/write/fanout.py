@@ -8,8 +8,9 @@ A preview says how many files move; `confirm` moves them and makes ONE commit of
 `kb/.fanout` (after it, new entries are written fanned out). Nothing is rewritten: each file
 keeps its bytes and its git blob, so `git log --follow` finds its history. Only files git
 tracks are moved, and only when the KB has no uncommitted change to a tracked file (the commit
-records exactly what was committed before, moved). Interrupted (a killed daemon), it is run again: a
-file already in its place counts as moved, and until the commit both places are read.
+records exactly what was committed before, moved). Cut short (a killed daemon, HEAD moving
+meanwhile), it is run again: a file already in its place counts as moved, moves staged and not
+committed are staged again, and until the commit both places are read.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ def _tracked_flat(repo: KBRepo) -> list[tuple[str, str, str]]:
         if path.count("/") == 1 and entry_of(path) is not None:
             found.append((mode, blob, path))
     return found
+
+
+def _by_type(paths) -> dict[str, int]:
+    counts = collections.Counter(p.split("/")[0] for p in paths)
+    return {t: counts[t] for t in ENTRY_TYPES if counts[t]}
 
 
 def _fanned(path: str) -> str:
@@ -95,9 +101,7 @@ def fan_out(kb_dir: Path, repo: KBRepo, confirm: bool) -> dict[str, Any]:
         "kb_dir": str(kb_dir),
         "fanned_out": fanned_out(kb_dir),
         "moves": len(moves),
-        "by_type": {
-            t: n for t in ENTRY_TYPES if (n := sum(p.startswith(f"{t}/") for *_, p, _ in moves))
-        },
+        "by_type": _by_type(p for *_, p, _ in moves),
         "examples": [{"from": p, "to": q} for *_, p, q in moves[:SHOWN]],
     }
     if not confirm:
@@ -129,10 +133,9 @@ def fan_out(kb_dir: Path, repo: KBRepo, confirm: bool) -> dict[str, Any]:
     lines += [f"{m} {b}\t{q}\0" for m, b, _, q in moved]
     repo.git(*STORE, "update-index", "-z", "--index-info", input="".join(lines))
     repo.git(*STORE, "update-index", "--add", "--", FANOUT)
-    counts = collections.Counter(p.split("/")[0] for _, _, p, _ in moved)
-    kinds = ", ".join(f"{t} {counts[t]:,}" for t in ENTRY_TYPES if counts[t]) or "none"
+    kinds = ", ".join(f"{t} {n:,}" for t, n in _by_type(p for *_, p, _ in moved).items())
     message = (
-        f"memory: fan the KB out: {len(moved):,} entries to <type>/<xx>/<id>.md ({kinds})\n\n"
+        f"memory: fan the KB out: {len(moved):,} entries to <type>/<xx>/<id>.md ({kinds or 'none'})\n\n"
         "Each file keeps its bytes; xx is the first two hex digits of the SHA-256 of its id. "
         f"New entries go there too (kb/{FANOUT})."
     )
